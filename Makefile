@@ -1,0 +1,39 @@
+# opsd_sweep — `make help` lists the targets.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# CPU machines: the local CPU build of torch (an unpinned torch pulls a 5 GB CUDA build).
+# GPU machines: make install TORCH=torch (or the build your CUDA needs).
+TORCH  ?= torch==2.13.0
+RESULTS ?= results
+export HF_HUB_OFFLINE ?= 1
+export HF_HUB_DISABLE_TELEMETRY ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: help install install-gpu demo summary test test-fast clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --upgrade pip
+	$(VENV)/bin/pip install "$(TORCH)" -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed  ## create the venv and install opsd_sweep + test tools (when missing)
+
+install-gpu: install  ## add the GPU extra (vllm)
+	$(VENV)/bin/pip install -e '.[gpu]'
+
+demo: install  ## the tiny CPU demo sweep (offline), then its summary
+	$(PY) -m opsd_sweep -m profile=tiny learning_rate=1e-3,3e-3 seed=1,2
+	$(PY) -m opsd_sweep.summary $(RESULTS)
+
+summary: install  ## tables (runs.csv, summary.csv) for everything under $(RESULTS)
+	$(PY) -m opsd_sweep.summary $(RESULTS)
+
+test: install  ## the test suite (what CI runs)
+	$(PY) -m pytest
+
+clean:  ## remove results and caches (keeps the venv)
+	rm -rf $(RESULTS) .cache multirun outputs .pytest_cache

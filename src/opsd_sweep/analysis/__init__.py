@@ -1,0 +1,1 @@
+"""Analysis: run dirs -> tidy tables -> statistics -> report."""

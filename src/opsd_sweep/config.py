@@ -1,0 +1,280 @@
+"""Typed run config: the schema every part reads, and the validation that runs before any compute.
+
+The values live in conf/ (YAML); these dataclasses carry types only. `load_run_config` turns a
+composed Hydra config into a validated `RunConfig` or raises one `ConfigError` listing every problem
+with the key, the bad value and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A run config that cannot run; the message lists every problem and its fix."""
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING  # identity in run keys and tables
+    path: str = MISSING  # hub id or local directory
+    dtype: str = MISSING
+    attn_implementation: str = MISSING
+
+
+@dataclass
+class DataConfig:
+    name: str = MISSING
+    path: str = MISSING
+    split: str = MISSING
+    problem_field: str = MISSING
+    solution_field: str = MISSING
+    max_problems: Optional[int] = MISSING
+
+
+@dataclass
+class LoraConfig:
+    r: int = MISSING
+    alpha: int = MISSING
+    dropout: float = MISSING
+    target_modules: list[str] = MISSING
+
+
+@dataclass
+class TrainConfig:
+    num_gpus: int = MISSING
+    per_device_batch_size: int = MISSING
+    grad_accum_steps: int = MISSING
+    global_batch_size: int = MISSING
+    max_steps: int = MISSING
+    save_steps: int = MISSING
+    lr_scheduler: str = MISSING
+    warmup_ratio: float = MISSING
+    weight_decay: float = MISSING
+    max_grad_norm: float = MISSING
+    gradient_checkpointing: bool = MISSING
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    student_thinking: bool = MISSING
+    teacher_thinking: bool = MISSING
+    student_prompt: str = MISSING
+    teacher_prompt: str = MISSING
+
+
+@dataclass
+class RolloutConfig:
+    backend: str = MISSING
+    temperature: float = MISSING
+    top_p: float = MISSING
+    top_k: int = MISSING
+    max_new_tokens: int = MISSING
+
+
+@dataclass
+class LossConfig:
+    beta: float = MISSING
+    clip_mode: str = MISSING
+    temperature: float = MISSING
+
+
+@dataclass
+class EvalConfig:
+    name: str = MISSING
+    path: str = MISSING
+    split: str = MISSING
+    problem_field: str = MISSING
+    answer_field: str = MISSING
+    n_samples: int = MISSING
+    temperature: float = MISSING
+    top_p: float = MISSING
+    top_k: int = MISSING
+    max_new_tokens: int = MISSING
+    thinking: bool = MISSING
+    backend: str = MISSING
+    batch_size: int = MISSING
+    max_problems: Optional[int] = MISSING
+    prompt: str = MISSING
+
+
+@dataclass
+class BaselineConfig:
+    label: str = MISSING
+    metric: str = MISSING
+    mean: float = MISSING
+    sd: float = MISSING
+    n: int = MISSING
+
+
+@dataclass
+class TinyConfig:
+    dir: str = MISSING
+    seed: int = MISSING
+    hidden_size: int = MISSING
+    num_layers: int = MISSING
+    num_heads: int = MISSING
+    num_kv_heads: int = MISSING
+    head_dim: int = MISSING
+    intermediate_size: int = MISSING
+    vocab_size: int = MISSING
+    n_train: int = MISSING
+    n_eval: int = MISSING
+
+
+@dataclass
+class RunConfig:
+    seed: int = MISSING
+    learning_rate: float = MISSING
+    clip: Optional[float] = MISSING
+    loss_top_k: Optional[int] = MISSING
+    results_root: str = MISSING
+    group: str = MISSING
+    cache_dir: str = MISSING
+    force: bool = MISSING
+    rerun_failed: bool = MISSING
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    baseline: BaselineConfig = field(default_factory=BaselineConfig)
+    tiny: Optional[TinyConfig] = None
+
+
+# Fields that say where things are or how the run is launched, not what is computed: they never
+# enter the run key, so moving a results folder or switching launcher never repeats a finished run.
+NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "baseline")
+NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",), "eval": ("path", "batch_size", "backend"),
+                          "tiny": ("dir",)}
+
+CHOICES = {
+    "model.dtype": ("bfloat16", "float32", "float16"),
+    "model.attn_implementation": ("sdpa", "eager", "flash_attention_2"),
+    "train.lr_scheduler": ("constant", "linear", "cosine"),
+    "rollout.backend": ("hf", "vllm"),
+    "loss.clip_mode": ("none", "elementwise", "per_token"),
+    "eval.backend": ("hf", "vllm"),
+}
+
+
+def load_run_config(cfg: DictConfig | dict) -> RunConfig:
+    """Resolve, type-check and validate a composed config; raise ConfigError listing every problem."""
+    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    container = {k: v for k, v in container.items() if k != "hydra"}
+    try:
+        typed = OmegaConf.merge(OmegaConf.structured(RunConfig), container)
+        run = OmegaConf.to_object(typed)
+    except Exception as err:  # omegaconf's errors name the key; keep them, add where to fix it
+        raise ConfigError(f"invalid config: {err}\nFix the override or the YAML under conf/.") from err
+    _make_paths_absolute(run)
+    problems = validate(run)
+    if problems:
+        raise ConfigError("invalid run config:\n  - " + "\n  - ".join(problems))
+    return run
+
+
+def _make_paths_absolute(run: RunConfig) -> None:
+    """Phases run in other processes (and other directories): every local path must be absolute."""
+    run.results_root = str(Path(run.results_root).expanduser().absolute())
+    run.cache_dir = str(Path(run.cache_dir).expanduser().absolute())
+    if run.tiny is not None:
+        run.tiny.dir = str(Path(run.tiny.dir).expanduser().absolute())
+    for section in (run.model, run.data, run.eval):
+        if is_local_path(section.path):
+            section.path = str(Path(section.path).expanduser().absolute())
+
+
+def is_local_path(path: str) -> bool:
+    """A hub id looks like 'org/name'; anything else that names a file or starts like a path is local."""
+    return path.startswith(("/", ".", "~")) or os.path.exists(path) or Path(path).suffix in (".jsonl", ".parquet", ".json")
+
+
+def validate(run: RunConfig) -> list[str]:
+    """Every problem with the run config, each naming the key, the value and the fix."""
+    problems: list[str] = []
+
+    def need(ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(message)
+
+    for key, allowed in CHOICES.items():
+        value = get_dotted(run, key)
+        need(value in allowed, f"{key}={value!r} is not one of {list(allowed)}")
+    need(run.learning_rate > 0, f"learning_rate={run.learning_rate} must be > 0 (e.g. learning_rate=5e-6)")
+    t = run.train
+    need(t.num_gpus >= 0, f"train.num_gpus={t.num_gpus} must be >= 0 (0 = CPU)")
+    for key in ("per_device_batch_size", "grad_accum_steps", "global_batch_size", "max_steps", "save_steps"):
+        need(getattr(t, key) >= 1, f"train.{key}={getattr(t, key)} must be >= 1")
+    world = max(t.num_gpus, 1)
+    need(world * t.per_device_batch_size * t.grad_accum_steps == t.global_batch_size,
+         f"train.global_batch_size={t.global_batch_size} != GPUs {world} x per_device_batch_size "
+         f"{t.per_device_batch_size} x grad_accum_steps {t.grad_accum_steps} = "
+         f"{world * t.per_device_batch_size * t.grad_accum_steps}; change one of them so they agree")
+    need(0 <= t.warmup_ratio < 1, f"train.warmup_ratio={t.warmup_ratio} must be in [0, 1)")
+    need(t.max_grad_norm > 0, f"train.max_grad_norm={t.max_grad_norm} must be > 0")
+    need(t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1")
+    need(0 <= t.lora.dropout < 1, f"train.lora.dropout={t.lora.dropout} must be in [0, 1)")
+    for key, template, fields in (("train.student_prompt", t.student_prompt, ("problem",)),
+                                  ("train.teacher_prompt", t.teacher_prompt, ("problem", "solution")),
+                                  ("eval.prompt", run.eval.prompt, ("problem",))):
+        problems.extend(_check_template(key, template, fields))
+    r = run.rollout
+    need(r.temperature > 0, f"rollout.temperature={r.temperature} must be > 0")
+    need(0 < r.top_p <= 1, f"rollout.top_p={r.top_p} must be in (0, 1]")
+    need(r.max_new_tokens >= 1, f"rollout.max_new_tokens={r.max_new_tokens} must be >= 1")
+    lo = run.loss
+    need(0.0 <= lo.beta <= 1.0, f"loss.beta={lo.beta} must be in [0, 1] (0 = forward KL, 1 = reverse KL)")
+    need(lo.temperature > 0, f"loss.temperature={lo.temperature} must be > 0")
+    if lo.clip_mode != "none":
+        need(run.clip is not None and run.clip > 0,
+             f"clip={run.clip} must be > 0 with loss.clip_mode={lo.clip_mode} (or set loss.clip_mode=none)")
+    need(run.loss_top_k is None or run.loss_top_k >= 1, f"loss_top_k={run.loss_top_k} must be >= 1 or null")
+    e = run.eval
+    need(e.n_samples >= 1, f"eval.n_samples={e.n_samples} must be >= 1")
+    need(e.temperature >= 0, f"eval.temperature={e.temperature} must be >= 0")
+    need(0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
+    need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")
+    need(e.batch_size >= 1, f"eval.batch_size={e.batch_size} must be >= 1")
+    need(run.baseline.n >= 1 and run.baseline.sd >= 0, "baseline.n must be >= 1 and baseline.sd >= 0")
+    return problems
+
+
+def _check_template(key: str, template: str, fields: tuple[str, ...]) -> list[str]:
+    try:
+        template.format(**{name: "x" for name in fields})
+    except (KeyError, IndexError, ValueError) as err:
+        return [f"{key} cannot be filled with {{{', '.join(fields)}}}: {err!r}; "
+                "use only these fields and write literal braces as {{ }}"]
+    return []
+
+
+def get_dotted(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def to_dict(run: RunConfig) -> dict:
+    return dataclasses.asdict(run)
+
+
+def from_dict(data: dict) -> RunConfig:
+    """Rebuild a RunConfig from a saved config.yaml (already validated when it was written)."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RunConfig), data))
+
+
+def semantic_dict(run: RunConfig) -> dict:
+    """The part of the config that decides what a run computes: the input of the run key."""
+    data = to_dict(run)
+    for key in NON_SEMANTIC_FIELDS:
+        data.pop(key, None)
+    for section, keys in NON_SEMANTIC_SUBFIELDS.items():
+        if data.get(section) is not None:
+            for key in keys:
+                data[section].pop(key, None)
+    return data

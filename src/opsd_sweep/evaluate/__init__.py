@@ -1,0 +1,1 @@
+"""Evaluator: sample n completions per problem, grade the last boxed answer, keep every sample."""

@@ -1,0 +1,1 @@
+"""OPSD trainer: LoRA student, adapter-disabled fixed teacher, on-policy rollouts, generalized JSD."""

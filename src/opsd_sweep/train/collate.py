@@ -1,0 +1,48 @@
+"""Student/teacher batches: prompts left-padded, completions right-padded after them.
+
+Layout per row: [pad ... pad | prompt | completion | pad ... pad] with explicit position ids that
+count only real tokens, so prompt + completion are contiguous for student and teacher alike, and
+the completion occupies the same columns in every row (the last T_c columns of the batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor        # [B, P + T]
+    attention_mask: torch.Tensor   # [B, P + T]
+    position_ids: torch.Tensor     # [B, P + T]
+    completion_mask: torch.Tensor  # [B, T]: True where a completion token is
+    completion_len: int            # T
+
+    def to(self, device) -> "Batch":
+        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.position_ids.to(device),
+                     self.completion_mask.to(device), self.completion_len)
+
+
+def collate(prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> Batch:
+    """Build one batch; logits for completion token j come from column P + j - 1."""
+    prompt_len = max(len(p) for p in prompts)
+    comp_len = max(max(len(c) for c in completions), 1)
+    rows, masks, comp_masks = [], [], []
+    for prompt, completion in zip(prompts, completions):
+        left = prompt_len - len(prompt)
+        right = comp_len - len(completion)
+        rows.append([pad_id] * left + list(prompt) + list(completion) + [pad_id] * right)
+        masks.append([0] * left + [1] * (len(prompt) + len(completion)) + [0] * right)
+        comp_masks.append([True] * len(completion) + [False] * right)
+    attention_mask = torch.tensor(masks)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return Batch(torch.tensor(rows), attention_mask, position_ids, torch.tensor(comp_masks), comp_len)
+
+
+def completion_logits(model, batch: Batch) -> torch.Tensor:
+    """Logits [B, T, V] that predict the completion tokens; the LM head runs on those columns only."""
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                position_ids=batch.position_ids, logits_to_keep=batch.completion_len + 1, use_cache=False)
+    return out.logits[:, :-1]

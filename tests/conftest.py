@@ -1,0 +1,40 @@
+"""Shared fixtures: offline env, the real conf/ composed with Hydra's compose API, the tiny world."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """One tiny-world cache per test session (built once, reused by every test)."""
+    return tmp_path_factory.mktemp("opsd_cache")
+
+
+def compose(overrides: list[str] | None = None):
+    """The real conf/ composed as `python -m opsd_sweep` would, without running anything."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from opsd_sweep import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides or [], return_hydra_config=False)
+
+
+def run_sweep(args: list[str], results: Path, cache: Path, timeout: int = 600, env_extra: dict | None = None):
+    """`python -m opsd_sweep ARGS` in a subprocess with results/cache under the test's folders."""
+    env = dict(os.environ, OPSD_RESULTS=str(results), OPSD_CACHE=str(cache), **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "opsd_sweep", *args], cwd=REPO, env=env, text=True,
+                          capture_output=True, timeout=timeout)

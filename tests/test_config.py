@@ -1,0 +1,60 @@
+"""The real conf/ composes and validates; bad values are caught with the key and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from opsd_sweep import CONF_DIR
+from opsd_sweep.config import ConfigError, load_run_config, semantic_dict
+from opsd_sweep.runs import run_key
+from tests.conftest import compose
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", ["model", "data", "recipe", "loss", "eval", "baseline", "profile"])
+def test_every_option_of_every_group_validates(group, tmp_path):
+    for option in group_options(group):
+        overrides = [f"{group}={option}"]
+        if group == "data" and option == "local":
+            overrides.append(f"data.path={tmp_path / 'train.jsonl'}")
+        run = load_run_config(compose(overrides))
+        assert run.train.global_batch_size >= 1
+
+
+def test_documented_sweep_knobs_are_top_level():
+    run = load_run_config(compose(["learning_rate=1.4e-5", "seed=3", "clip=0.1", "loss_top_k=20"]))
+    assert (run.learning_rate, run.seed, run.clip, run.loss_top_k) == (1.4e-5, 3, 0.1, 20)
+
+
+def test_tiny_profile_selects_cpu_world():
+    run = load_run_config(compose(["profile=tiny"]))
+    assert run.train.num_gpus == 0 and run.tiny is not None
+    assert run.model.path.endswith("/model") and run.model.path.startswith("/")
+
+
+def test_errors_name_every_bad_value_and_the_fix():
+    with pytest.raises(ConfigError) as err:
+        load_run_config(compose(["learning_rate=-1", "loss.beta=2", "train.global_batch_size=31"]))
+    message = str(err.value)
+    assert "learning_rate=-1.0 must be > 0" in message
+    assert "loss.beta=2.0 must be in [0, 1]" in message
+    assert "train.global_batch_size=31 != GPUs 4 x per_device_batch_size 4 x grad_accum_steps 2 = 32" in message
+
+
+def test_unknown_choice_lists_allowed_values():
+    with pytest.raises(ConfigError, match=r"loss.clip_mode='clamp' is not one of \['none', 'elementwise', 'per_token'\]"):
+        load_run_config(compose(["loss.clip_mode=clamp"]))
+
+
+def test_run_key_is_stable_and_moves_only_with_semantics(tmp_path):
+    base = semantic_dict(load_run_config(compose(["profile=tiny"])))
+    same = semantic_dict(load_run_config(compose(["profile=tiny", f"results_root={tmp_path}", "group=other",
+                                                  "force=true", f"cache_dir={tmp_path}/c"])))
+    assert run_key(base) == run_key(same)
+    for change in (["seed=2"], ["learning_rate=2e-3"], ["clip=0.1"], ["loss.beta=0.5"],
+                   ["eval.n_samples=8"], ["train.max_steps=5"], ["rollout.temperature=0.7"]):
+        changed = semantic_dict(load_run_config(compose(["profile=tiny", *change])))
+        assert run_key(changed) != run_key(base), change
