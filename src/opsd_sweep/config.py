@@ -136,6 +136,7 @@ class RunConfig:
     cache_dir: str = MISSING
     force: bool = MISSING
     rerun_failed: bool = MISSING
+    executor: str = MISSING
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -159,6 +160,7 @@ CHOICES = {
     "rollout.backend": ("hf", "vllm"),
     "loss.clip_mode": ("none", "elementwise", "per_token"),
     "eval.backend": ("hf", "vllm"),
+    "executor": ("real", "simulate"),
 }
 
 
