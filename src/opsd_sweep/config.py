@@ -126,6 +126,28 @@ class TinyConfig:
 
 
 @dataclass
+class SimulateOffset:
+    key: str = MISSING  # dotted config key, e.g. clip or loss.beta
+    value: Any = MISSING  # the knob value that gets the offset
+    points: float = MISSING  # added to the true score (percent points)
+
+
+@dataclass
+class SimulateConfig:
+    """Noise model of executor=simulate (see opsd_sweep.simulate)."""
+    base_score: float = MISSING
+    lr_peak: float = MISSING
+    lr_curvature: float = MISSING
+    offsets: list[SimulateOffset] = MISSING
+    train_seed_sd: float = MISSING
+    n_problems: int = MISSING
+    difficulty_sd: float = MISSING
+    problem_seed: int = MISSING
+    noise_seed: int = MISSING
+    gpu_hours_per_run: float = MISSING
+
+
+@dataclass
 class RunConfig:
     seed: int = MISSING
     learning_rate: float = MISSING
@@ -145,6 +167,7 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
     tiny: Optional[TinyConfig] = None
+    simulate: SimulateConfig = field(default_factory=SimulateConfig)
 
 
 # Fields that say where things are or how the run is launched, not what is computed: they never
@@ -243,6 +266,13 @@ def validate(run: RunConfig) -> list[str]:
     need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")
     need(e.batch_size >= 1, f"eval.batch_size={e.batch_size} must be >= 1")
     need(run.baseline.n >= 1 and run.baseline.sd >= 0, "baseline.n must be >= 1 and baseline.sd >= 0")
+    if run.executor == "simulate":
+        sm = run.simulate
+        need(0 < sm.base_score < 100, f"simulate.base_score={sm.base_score} must be in (0, 100) (percent)")
+        need(sm.lr_peak > 0, f"simulate.lr_peak={sm.lr_peak} must be > 0")
+        need(sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
+             "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0")
+        need(sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1")
     return problems
 
 
@@ -275,6 +305,8 @@ def semantic_dict(run: RunConfig) -> dict:
     data = to_dict(run)
     for key in NON_SEMANTIC_FIELDS:
         data.pop(key, None)
+    if data.get("executor") != "simulate":
+        data.pop("simulate", None)  # the noise model only decides what simulated runs compute
     for section, keys in NON_SEMANTIC_SUBFIELDS.items():
         if data.get(section) is not None:
             for key in keys:
