@@ -1,48 +1,71 @@
-"""`python -m opsd_sweep.summary [RESULTS_ROOT ...]`: runs.csv and summary.csv (n, mean, sd per config)."""
+"""`python -m opsd_sweep.summary [RESULTS_ROOT ...] [--flags]` (= `make summary`): tables, verdicts, plots.
+
+Writes runs.csv, samples.parquet, summary.csv, summary.md and plots/*.png to --out (default: the first
+root) and prints the verdict table. Defaults come from conf/summary.yaml; every key is a flag here.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-import pandas as pd
 from rich.console import Console
-from rich.table import Table
+from tqdm import tqdm
 
-from opsd_sweep.analysis.collect import collect_runs, varying_columns
+from opsd_sweep.analysis.collect import collect
+from opsd_sweep.analysis.config_stats import analyse
+from opsd_sweep.analysis.plots import write_plots
+from opsd_sweep.analysis.report import metric_display, print_table, write_markdown
+from opsd_sweep.analysis.settings import SummarySettings, load_anchor, load_settings
 
 
-def summarize(runs: pd.DataFrame, metric: str = "avg_at_n") -> pd.DataFrame:
-    done = runs[(runs["state"] == "done") & runs.get(metric, pd.Series(dtype=float)).notna()]
-    axes = varying_columns(runs)
-    if done.empty:
-        return pd.DataFrame(columns=[*axes, "n", "mean", "sd"])
-    grouped = done.groupby(axes, dropna=False)[metric] if axes else done.assign(_all="all").groupby("_all")[metric]
-    table = grouped.agg(n="count", mean="mean", sd="std").reset_index()
-    return table.sort_values("mean", ascending=False)
+def parse_args(argv: list[str] | None) -> SummarySettings:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("roots", nargs="*", help="results roots (globs allowed); default: conf/summary.yaml roots")
+    parser.add_argument("--out", help="output folder (default: the first root)")
+    parser.add_argument("--external", nargs="+", help="CSV(s) of external per-run results: config, run_id, metrics")
+    parser.add_argument("--metric", help="score column, e.g. avg_at_n, pass_at_4, maj_at_n")
+    parser.add_argument("--level", type=float, help="interval coverage, e.g. 0.95")
+    parser.add_argument("--alpha", type=float, help="test level of the verdicts (Holm across configs)")
+    parser.add_argument("--anchor", help="conf/baseline/ name or YAML path of the published anchor; 'none' = off")
+    parser.add_argument("--baseline", help="in-sweep baseline: a config label or col=value[,col=value]")
+    parser.add_argument("--pool-sd", action=argparse.BooleanOptionalAction, default=None,
+                        help="one run-to-run SD for all configs (assumes equal variance)")
+    parser.add_argument("--assumed-sd", type=float, help="SD (points) assumed for 1-run configs with nothing to pool")
+    parser.add_argument("--target-effect", type=float, help="effect (points) for the seeds-needed advice")
+    parser.add_argument("--power", type=float, help="power for the seeds-needed advice")
+    parser.add_argument("--larger-k", type=int, help="show the saving of this many eval samples per problem")
+    parser.add_argument("--bootstrap-reps", type=int, help="hierarchical bootstrap replicates (0 = off)")
+    parser.add_argument("--bootstrap-seed", type=int, help="seed of the bootstrap generator")
+    parser.add_argument("--plots", action=argparse.BooleanOptionalAction, default=None, help="write plots/*.png")
+    args = vars(parser.parse_args(argv))
+    args["roots"] = args["roots"] or None
+    return load_settings(args)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("roots", nargs="*", default=["results"], help="results roots (globs allowed)")
-    parser.add_argument("--out", default=None, help="output folder (default: the first root)")
-    parser.add_argument("--metric", default="avg_at_n")
-    args = parser.parse_args(argv)
-    out = Path(args.out or args.roots[0])
+    try:
+        settings = parse_args(argv)
+        anchor = load_anchor(settings.anchor)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    out = Path(settings.out or settings.roots[0])
+    collection = collect(settings.roots, settings.external, progress=lambda it: tqdm(it, desc="reading run dirs"))
+    if collection.runs.empty:
+        raise SystemExit(f"no run directories under {settings.roots}; run a sweep first (make demo)")
     out.mkdir(parents=True, exist_ok=True)
-    runs = collect_runs(args.roots)
-    if runs.empty:
-        raise SystemExit(f"no run directories under {args.roots}; run a sweep first (make demo)")
-    runs.to_csv(out / "runs.csv", index=False)
-    summary = summarize(runs, args.metric)
-    summary.to_csv(out / "summary.csv", index=False)
-    table = Table(title=f"{args.metric} per config ({len(runs)} runs)")
-    for column in summary.columns:
-        table.add_column(column)
-    for _, row in summary.iterrows():
-        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
-    Console().print(table)
-    print(f"wrote {out / 'runs.csv'} and {out / 'summary.csv'}")
+    collection.runs.to_csv(out / "runs.csv", index=False)
+    collection.samples.to_parquet(out / "samples.parquet", index=False)
+    try:
+        analysis = analyse(collection.runs, collection.samples, settings, anchor)
+    except ValueError as err:
+        raise SystemExit(f"{err}\n(runs.csv is written to {out} for inspection)") from None
+    analysis.table.to_csv(out / "summary.csv", index=False)
+    display = metric_display(settings.metric, analysis.usable, collection.fixed)
+    plots = write_plots(analysis, settings.metric, display, settings.level, out) if settings.plots else []
+    write_markdown(out / "summary.md", analysis, collection, settings, display, plots)
+    print_table(analysis, settings, display, Console(width=200))
+    print(f"wrote {out / 'summary.md'}, summary.csv, runs.csv, samples.parquet" + (f", {len(plots)} plots" if plots else ""))
 
 
 if __name__ == "__main__":

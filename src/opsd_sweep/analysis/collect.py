@@ -1,53 +1,319 @@
-"""Scan results roots into one row per run (runs.csv)."""
+"""Scan results roots (and external CSVs) into tidy tables: one row per run, one row per sample.
+
+A run dir that cannot be read (corrupt YAML/JSON, missing config) is listed in `skipped` with the
+reason and never stops the scan; an unfinished or failed run keeps its row (state says why) and is
+listed too, because the statistics use only runs whose state is `done` with a score.
+"""
 
 from __future__ import annotations
 
 import glob
+import json
+import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import yaml
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from opsd_sweep.runs import RunDir, read_json
+from opsd_sweep.analysis.stats import eval_sampling_variance
+from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
+from opsd_sweep.runs import RunDir
+
+RUN_DIR_NAME = re.compile(r"-[0-9a-f]{8}$")  # <slug>-<key8>: names a run dir even when it is empty
+TAIL_FRACTION = 0.10  # "final" training diagnostics = mean over the last 10% of steps
+SHORT_NAMES = {"learning_rate": "lr"}
+SAMPLE_COLUMNS = ["run_id", "problem", "problem_index", "sample", "correct", "formatted", "tokens",
+                  "finish_reason"]
 
 
-def _flatten(data: dict, prefix: str = "") -> dict:
+class UnreadableRun(ValueError):
+    """A run dir whose files cannot be parsed; the message says which file and why."""
+
+
+@dataclass
+class Collection:
+    runs: pd.DataFrame  # one row per run: identity, label, cfg.* (varying), state, metrics, diagnostics
+    samples: pd.DataFrame  # one row per run x problem x sample (SAMPLE_COLUMNS)
+    skipped: pd.DataFrame  # path, state, reason: every run dir the statistics do not use
+    fixed: dict  # config values shared by every run-dir run (for the report header)
+
+
+# --- finding run dirs ----------------------------------------------------------------------------
+
+def find_run_dirs(roots: list[str]) -> list[RunDir]:
+    """Every run dir under the given roots (globs allowed): dirs with run files, or named <slug>-<key8>."""
+    found: set[Path] = set()
+    for root in roots:
+        for base in glob.glob(str(Path(root).expanduser())):
+            base = Path(base)
+            candidates = [base, *(p for p in base.rglob("*") if p.is_dir())] if base.is_dir() else []
+            for path in candidates:
+                if ".hydra" in path.parts or any(part.startswith(".") for part in path.relative_to(base).parts):
+                    continue
+                if _looks_like_run_dir(path):
+                    found.add(path)
+    return [RunDir(p) for p in sorted(found)]
+
+
+def _looks_like_run_dir(path: Path) -> bool:
+    run_dir = RunDir(path)
+    has_files = run_dir.config.exists() or run_dir.status.exists() or run_dir.eval_json.exists()
+    return has_files or (RUN_DIR_NAME.search(path.name) is not None and not any(path.iterdir()))
+
+
+# --- reading one run -----------------------------------------------------------------------------
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """Nested dict -> {dotted.name: value}; lists become tuples so they can be grouped on."""
     flat = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            flat |= _flatten(value, f"{name}.")
+            flat |= flatten(value, f"{name}.")
         else:
             flat[name] = tuple(value) if isinstance(value, list) else value
     return flat
 
 
-def find_run_dirs(roots: list[str]) -> list[RunDir]:
-    """Every directory with a config.yaml under the given roots (globs allowed)."""
-    found: set[Path] = set()
-    for root in roots:
-        for base in glob.glob(str(Path(root).expanduser())):
-            found.update(p.parent for p in Path(base).rglob("config.yaml") if ".hydra" not in p.parts)
-    return [RunDir(p) for p in sorted(found)]
+def _load(path: Path, parse) -> object:
+    try:
+        return parse(path.read_text())
+    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as err:
+        raise UnreadableRun(f"{path.name} unreadable ({type(err).__name__}: {str(err).splitlines()[0][:120]})") from err
 
 
-def collect_runs(roots: list[str]) -> pd.DataFrame:
+def read_config(run_dir: RunDir) -> dict:
+    if not run_dir.config.exists():
+        raise UnreadableRun("no config.yaml (never started, or written by something else)")
+    config = _load(run_dir.config, lambda text: OmegaConf.to_container(OmegaConf.create(text)))
+    if not isinstance(config, dict) or not config:
+        raise UnreadableRun("config.yaml is empty or not a mapping")
+    return config
+
+
+def read_status(run_dir: RunDir) -> dict:
+    if not run_dir.status.exists():
+        return {}
+    status = _load(run_dir.status, json.loads)
+    if not isinstance(status, dict):
+        raise UnreadableRun("status.json is not an object")
+    return status
+
+
+def training_diagnostics(run_dir: RunDir) -> dict:
+    """Per numeric key of metrics.jsonl: `train.<key>.last` and `train.<key>.tail` (mean of the last 10%).
+
+    Steps logged twice (a resumed run re-logs them) keep their latest line; a torn last line is ignored.
+    """
+    if not run_dir.metrics.exists():
+        return {}
+    by_step: dict[int, dict] = {}
+    for line in run_dir.metrics.read_text().splitlines():
+        try:
+            record = json.loads(line)
+            by_step[int(record["step"])] = record
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not by_step:
+        return {}
+    steps = [by_step[s] for s in sorted(by_step)]
+    tail = steps[-max(1, math.ceil(TAIL_FRACTION * len(steps))):]
+    out: dict = {"train.steps": int(max(by_step))}
+    for key in steps[-1]:
+        if key == "step" or not isinstance(steps[-1][key], (int, float)) or isinstance(steps[-1][key], bool):
+            continue
+        values = [s[key] for s in tail if isinstance(s.get(key), (int, float))]
+        out[f"train.{key}.last"] = float(steps[-1][key])
+        out[f"train.{key}.tail"] = float(np.mean(values))
+    return out
+
+
+def eval_metrics(evaluation: dict) -> dict:
+    """The evaluator's metrics flattened: avg_at_n, pass_at_<k> for every k, maj_at_n, rates, tokens."""
+    metrics = evaluation.get("metrics")
+    if not isinstance(metrics, dict):
+        raise UnreadableRun("eval.json has no metrics")
+    out = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+    out |= {f"pass_at_{k}": float(v) for k, v in (metrics.get("pass_at_k") or {}).items()}
+    out["n_problems"] = evaluation.get("n_problems")
+    out["n_samples"] = evaluation.get("n_samples")
+    return out
+
+
+def sample_rows(run_id: str, evaluation: dict) -> list[tuple]:
     rows = []
-    for run_dir in find_run_dirs(roots):
-        config = _flatten(OmegaConf.to_container(OmegaConf.load(run_dir.config)))
-        status = run_dir.read_status()
-        row = {"run_dir": str(run_dir.path), "key": status.get("key"), "state": status.get("state", "unknown")}
-        row |= {f"cfg.{k}": v for k, v in config.items()}
-        if run_dir.eval_json.exists():
-            metrics = read_json(run_dir.eval_json)["metrics"]
-            row |= {k: v for k, v in metrics.items() if not isinstance(v, dict)}
-            n = max(metrics["pass_at_k"], key=int)
-            row["pass_at_n"] = metrics["pass_at_k"][n]
-        rows.append(row)
-    return pd.DataFrame(rows)
+    for index, problem in enumerate(evaluation.get("problems") or []):
+        for j, sample in enumerate(problem.get("samples") or []):
+            rows.append((run_id, str(problem.get("id", index)), index, j, bool(sample["correct"]),
+                         bool(sample.get("formatted", False)), sample.get("n_tokens"), sample.get("finish_reason")))
+    return rows
+
+
+def eval_variance_points(samples: list[tuple]) -> float:
+    """V_eval of the run's avg@K in percent points^2 (nan when K < 2 or unequal K per problem)."""
+    if not samples:
+        return math.nan
+    frame = pd.DataFrame(samples, columns=SAMPLE_COLUMNS).groupby("problem_index")["correct"].agg(["mean", "size"])
+    k = frame["size"].iloc[0]
+    if k < 2 or (frame["size"] != k).any():
+        return math.nan
+    return 1e4 * eval_sampling_variance(frame["mean"].to_numpy(), int(k))
+
+
+def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
+    """One run dir -> (row, sample rows). Raises UnreadableRun naming the bad file."""
+    config = read_config(run_dir)
+    status = read_status(run_dir)
+    run_id = str(status.get("key") or run_dir.path.name)
+    simulated = bool(status.get("simulated")) or config.get("executor") == "simulate"
+    row = {"run_id": run_id, "run_dir": str(run_dir.path), "source": str(run_dir.path.parent),
+           "external": False, "simulated": simulated, "state": status.get("state", "unknown")}
+    row |= {f"cfg.{k}": v for k, v in flatten(config).items()}
+    gpu_hours = status.get("gpu_hours") or {}
+    row |= {f"gpu_hours.{phase}": float(h) for phase, h in gpu_hours.items()}
+    if gpu_hours:
+        row["gpu_hours.total"] = float(sum(gpu_hours.values()))
+    row |= training_diagnostics(run_dir)
+    samples: list[tuple] = []
+    if run_dir.eval_json.exists():
+        evaluation = _load(run_dir.eval_json, json.loads)
+        if not isinstance(evaluation, dict):
+            raise UnreadableRun("eval.json is not an object")
+        row |= eval_metrics(evaluation)
+        try:
+            samples = sample_rows(run_id, evaluation)
+        except (KeyError, TypeError, AttributeError) as err:
+            raise UnreadableRun(f"eval.json problems/samples malformed ({err!r})") from err
+        row["eval_var"] = eval_variance_points(samples)
+    return row, samples
+
+
+# --- external results ----------------------------------------------------------------------------
+
+def read_external(path: str, metric_hint: str = "avg_at_n") -> pd.DataFrame:
+    """A CSV of per-run results from elsewhere: columns `config` (label), `run_id`, metric columns.
+
+    Optional columns: `seed` (copied to cfg.seed) and any cfg.* column. Rows are marked external.
+    """
+    frame = pd.read_csv(path)
+    missing = [c for c in ("config", "run_id") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"external CSV {path}: missing column(s) {missing}; it needs `config` (a label), "
+                         f"`run_id` and metric columns such as `{metric_hint}`")
+    frame = frame.rename(columns={"config": "label"})
+    if "seed" in frame.columns:
+        frame = frame.rename(columns={"seed": "cfg.seed"})
+    frame["run_id"] = frame["run_id"].astype(str)
+    frame["label"] = frame["label"].astype(str) + " [external]"
+    return frame.assign(source=str(path), external=True, simulated=False, state="done", run_dir=None)
+
+
+# --- labels and varying columns ------------------------------------------------------------------
+
+def _semantic(column: str) -> bool:
+    parts = column.removeprefix("cfg.").split(".")
+    if parts[0] in NON_SEMANTIC_FIELDS:
+        return False
+    return not (len(parts) > 1 and parts[1] in NON_SEMANTIC_SUBFIELDS.get(parts[0], ()))
 
 
 def varying_columns(runs: pd.DataFrame, exclude: tuple[str, ...] = ("cfg.seed",)) -> list[str]:
-    """Config columns whose value differs between runs (the sweep's axes), seed excluded."""
-    cfg_cols = [c for c in runs.columns if c.startswith("cfg.") and c not in exclude]
-    return [c for c in cfg_cols if runs[c].astype(str).nunique() > 1]
+    """Semantic config columns whose value differs between run-dir runs (the sweep's axes), seed excluded."""
+    own = runs[~runs["external"].astype(bool)] if "external" in runs else runs
+    columns = [c for c in runs.columns if c.startswith("cfg.") and c not in exclude and _semantic(c)]
+    return [c for c in columns if own[c].astype(str).nunique(dropna=False) > 1]
+
+
+def _format_value(value) -> str:
+    if isinstance(value, float):
+        return "none" if math.isnan(value) else f"{value:g}"
+    return str(value)
+
+
+def short_names(columns: list[str]) -> dict[str, str]:
+    """cfg.train.lora.r -> 'r' when unambiguous, else the shortest unique dotted suffix; learning_rate -> lr."""
+    names = {}
+    for column in columns:
+        parts = column.removeprefix("cfg.").split(".")
+        for depth in range(1, len(parts) + 1):
+            name = ".".join(parts[-depth:])
+            if sum(c.removeprefix("cfg.").endswith(name) for c in columns) == 1:
+                break
+        names[column] = SHORT_NAMES.get(name, name)
+    return names
+
+
+def label_runs(runs: pd.DataFrame, axes: list[str]) -> pd.Series:
+    """A short human label per run from its varying columns, e.g. 'lr=5e-06 clip=0.05 [simulated]'."""
+    names = short_names(axes)
+    labels = []
+    for _, row in runs.iterrows():
+        if row.get("external"):
+            labels.append(row["label"])
+            continue
+        parts = [f"{names[c]}={_format_value(row[c])}" for c in axes if names[c] != "executor"]
+        label = " ".join(parts) or "all runs"
+        labels.append(f"{label} [simulated]" if row.get("simulated") else label)
+    return pd.Series(labels, index=runs.index, dtype=object)
+
+
+# --- the scan ------------------------------------------------------------------------------------
+
+def collect(roots: list[str], external: list[str] = (), progress=None) -> Collection:
+    """Read every run dir under `roots` and every external CSV into a Collection.
+
+    Args:
+        roots: results roots or globs.
+        external: paths of external result CSVs (see `read_external`).
+        progress: optional callable wrapping an iterable (e.g. tqdm) to show progress.
+    """
+    run_dirs = find_run_dirs(roots)
+    rows, samples, skipped = [], [], []
+    for run_dir in (progress(run_dirs) if progress else run_dirs):
+        try:
+            row, run_samples = read_run(run_dir)
+        except UnreadableRun as err:
+            skipped.append({"path": str(run_dir.path), "state": "unreadable", "reason": str(err)})
+            continue
+        rows.append(row)
+        samples.extend(run_samples)
+        reason = _not_usable(row)
+        if reason:
+            skipped.append({"path": str(run_dir.path), "state": row["state"], "reason": reason})
+    runs = pd.DataFrame(rows)
+    if not runs.empty:
+        runs = runs.drop_duplicates("run_id", keep="first")  # one run seen under two overlapping roots
+    fixed = {}
+    if not runs.empty:
+        axes = varying_columns(runs)
+        fixed = {c: runs[c].iloc[0] for c in runs.columns if c.startswith("cfg.") and c not in axes
+                 and c != "cfg.seed" and _semantic(c)}
+        keep = [c for c in runs.columns if not c.startswith("cfg.") or c in axes or c == "cfg.seed"]
+        runs = runs[keep].copy()
+        runs["label"] = label_runs(runs, axes)
+    frames = [runs] + [read_external(path) for path in external]
+    runs = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
+        else pd.DataFrame(columns=["run_id", "label", "state", "external", "simulated"])
+    samples_frame = pd.DataFrame(samples, columns=SAMPLE_COLUMNS)
+    return Collection(runs=_order_columns(runs), samples=samples_frame,
+                      skipped=pd.DataFrame(skipped, columns=["path", "state", "reason"]), fixed=fixed)
+
+
+def _not_usable(row: dict) -> str | None:
+    if row["state"] != "done":
+        return f"state is {row['state']!r}: not finished"
+    if "n_problems" not in row:
+        return "state is 'done' but eval/eval.json is missing"
+    return None
+
+
+def _order_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    head = [c for c in ("run_id", "label", "cfg.seed", "state", "external", "simulated") if c in runs]
+    cfg = sorted(c for c in runs.columns if c.startswith("cfg.") and c not in head)
+    rest = [c for c in runs.columns if c not in head and c not in cfg]
+    return runs[head + cfg + rest]

@@ -1,0 +1,190 @@
+"""Figures of a sweep, each readable on its own: titles say what is shown, axes carry units."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+
+from opsd_sweep.analysis.collect import short_names  # noqa: E402
+from opsd_sweep.analysis.config_stats import Analysis  # noqa: E402
+
+VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "inconclusive": "#555555", "baseline": "#762a83"}
+LOG_AXES = ("cfg.learning_rate",)
+
+
+def anchor_band(analysis: Analysis, level: float) -> tuple[float, float] | None:
+    """The anchor's mean +- its t-interval half-width (its own uncertainty over n runs)."""
+    a = analysis.anchor
+    if a is None:
+        return None
+    half = sps.t.ppf(0.5 + level / 2, a.n - 1) * a.sd / math.sqrt(a.n) if a.n > 1 else 0.0
+    return a.mean - half, a.mean + half
+
+
+def _reference_lines(ax, analysis: Analysis, level: float, vertical: bool) -> None:
+    band = anchor_band(analysis, level)
+    span, line = (ax.axvspan, ax.axvline) if vertical else (ax.axhspan, ax.axhline)
+    if band is not None:
+        a = analysis.anchor
+        span(*band, color="#fdae61", alpha=0.35, zorder=0,
+             label=f"anchor: {a.label} {a.mean:.2f} ± {level:.0%} CI (n={a.n}, other setup)")
+    if analysis.baseline is not None:
+        mean = analysis.table.set_index("label").loc[analysis.baseline, "mean"]
+        line(mean, color=VERDICT_COLORS["baseline"], ls="--", lw=1.2, label=f"in-sweep baseline: {analysis.baseline}")
+
+
+def _suffix(analysis: Analysis) -> str:
+    return "\nincludes SIMULATED runs (marked [simulated])" if analysis.table["simulated"].any() else ""
+
+
+def plot_configs(analysis: Analysis, metric: str, display: str, level: float, path: Path) -> None:
+    """Each config: its runs (dots), mean and t-interval; the anchor band and baseline line."""
+    table = analysis.table.iloc[::-1].reset_index(drop=True)  # best on top
+    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.5 * len(table)))
+    _reference_lines(ax, analysis, level, vertical=True)
+    runs = analysis.usable
+    rng = np.random.default_rng(0)
+    for y, row in table.iterrows():
+        color = VERDICT_COLORS.get(row.get("verdict"), "#555555")
+        scores = runs.loc[runs["label"] == row["label"], metric].to_numpy(float)
+        ax.scatter(scores, y + rng.uniform(-0.12, 0.12, scores.size), s=14, color="#999999", zorder=2)
+        ax.errorbar(row["mean"], y, xerr=[[row["mean"] - row["ci_low"]], [row["ci_high"] - row["mean"]]],
+                    fmt="o", color=color, ms=7, capsize=4, lw=2, zorder=3)
+        verdict = row.get("verdict")
+        ax.annotate(f"n={row['n']}" + (f"  {verdict}" if isinstance(verdict, str) else ""), (1.01, y),
+                    xycoords=("axes fraction", "data"), va="center", fontsize=9, color=color)
+    ax.set_yticks(range(len(table)), table["label"])
+    ax.set_ylim(-0.7, len(table) - 0.3)
+    ax.set_xlabel(f"{display} (%), grey dots = single training runs")
+    reference = table["verdict_vs"].iloc[0] if "verdict_vs" in table else "no reference"
+    ax.set_title(f"{display} per config: mean and {level:.0%} t-interval over training runs\n"
+                 f"(colour = verdict vs {reference}, Holm-adjusted)" + _suffix(analysis), fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.3 * len(table)) - 0.1), fontsize=8,
+                  frameon=False)
+    _save(fig, path)
+
+
+def numeric_axes(analysis: Analysis) -> list[str]:
+    """Swept config columns with numeric values and at least two distinct values."""
+    table = analysis.table
+    axes = []
+    for column in (c for c in table.columns if c.startswith("cfg.") and c != "cfg.seed"):
+        values = pd.to_numeric(table[column], errors="coerce")
+        if values.notna().all() and values.nunique() >= 2 and table[column].map(type).ne(bool).all():
+            axes.append(column)
+    return axes
+
+
+def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level: float, path: Path) -> None:
+    """Score against one swept numeric knob; one line per combination of the other swept knobs."""
+    table = analysis.table.copy()
+    others = [c for c in table.columns if c.startswith("cfg.") and c not in (column, "cfg.seed")]
+    names = short_names([column, *others])
+    log = column in LOG_AXES or (table[column].min() > 0 and table[column].max() / table[column].min() >= 20)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    _reference_lines(ax, analysis, level, vertical=False)
+    runs = analysis.usable
+    groups = table.groupby([table[c].astype(str) for c in others], sort=True) if others else [((), table)]
+    for key, group in groups:
+        group = group.sort_values(column)
+        name = ", ".join(f"{names[c]}={v}" for c, v in zip(others, np.atleast_1d(key))) or "runs"
+        if group["simulated"].any():
+            name += " [simulated]"
+        line = ax.errorbar(group[column], group["mean"], yerr=[group["mean"] - group["ci_low"],
+                                                               group["ci_high"] - group["mean"]],
+                           fmt="o-", capsize=4, lw=1.5, label=f"mean ± {level:.0%} CI: {name}")
+        for _, row in group.iterrows():
+            scores = runs.loc[runs["label"] == row["label"], metric].to_numpy(float)
+            ax.scatter(np.full(scores.size, row[column]), scores, s=12, alpha=0.5, color=line[0].get_color())
+    if log:
+        ax.set_xscale("log")
+    ax.set_xticks(sorted(table[column].unique()), [f"{v:g}" for v in sorted(table[column].unique())])
+    ax.minorticks_off()
+    ax.set_xlabel(f"{names[column]} ({column.removeprefix('cfg.')})" + (", log scale" if log else ""))
+    ax.set_ylabel(f"{display} (%), small dots = single runs")
+    ax.set_title(f"{display} against {names[column]}: mean and {level:.0%} t-interval per config, dots = runs"
+                 + _suffix(analysis), fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    _save(fig, path)
+
+
+def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path: Path) -> bool:
+    """Score against the final training kl_true of each run, with a least-squares line. False if no data."""
+    runs = analysis.usable.dropna(subset=[kl_column, metric]) if kl_column in analysis.usable else None
+    if runs is None or len(runs) < 3 or runs[kl_column].nunique() < 2:
+        return False
+    fit = sps.linregress(runs[kl_column], runs[metric])
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, group in runs.groupby("label", sort=False):
+        ax.scatter(group[kl_column], group[metric], s=22, label=label)
+    xs = np.linspace(runs[kl_column].min(), runs[kl_column].max(), 50)
+    ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.2,
+            label=f"least squares over all runs: slope {fit.slope:.3g}, r = {fit.rvalue:.2f}, p = {fit.pvalue:.2g}")
+    ax.set_xlabel("final kl_true: mean forward KL(teacher || student) per token over the last 10% of steps")
+    ax.set_ylabel(f"{display} (%)")
+    ax.set_title(f"{display} against the final training KL, one dot per run" + _suffix(analysis), fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    _save(fig, path)
+    return True
+
+
+def plot_variance(analysis: Analysis, display: str, path: Path) -> bool:
+    """Per config: run-to-run variance split into eval sampling and training seed. False if no data."""
+    table = analysis.table.dropna(subset=["eval_sd"]) if "eval_sd" in analysis.table else pd.DataFrame()
+    if table.empty:
+        return False
+    table = table.iloc[::-1].reset_index(drop=True)
+    eval_var, train_var = table["eval_sd"] ** 2, table["train_sd"] ** 2
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.5 * len(table)))
+    y = np.arange(len(table))
+    ax.barh(y, eval_var, color="#92c5de", label="eval sampling (more samples per problem reduce it)")
+    ax.barh(y, train_var, left=eval_var, color="#f4a582", label="training seed (only more seeds reduce it)")
+    ax.scatter(table["sd"] ** 2, y, marker="|", s=400, color="black", zorder=3,
+               label="observed run-to-run variance of this config")
+    for i, row in table.iterrows():
+        note = "  (sampling noise alone explains it)" if row["train_sd"] == 0 else ""
+        ax.annotate(f"observed SD {row['sd']:.2f}: eval {row['eval_sd']:.2f}, seed {row['train_sd']:.2f}, "
+                    f"n={row['n']}{note}", (max(row["sd"] ** 2, eval_var[i] + train_var[i]), i), xytext=(8, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.set_yticks(y, table["label"])
+    ax.set_xlim(0, 1.9 * max((table["sd"] ** 2).max(), (eval_var + train_var).max()))
+    ax.set_xlabel(f"variance of one run's {display} (points²), SD = its square root")
+    ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ 2 runs)"
+                 + _suffix(analysis), fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.6 / (1 + 0.3 * len(table)) - 0.12),
+              frameon=False, ncol=1)
+    _save(fig, path)
+    return True
+
+
+def write_plots(analysis: Analysis, metric: str, display: str, level: float, out: Path) -> list[Path]:
+    """All figures under out/plots/; returns the files written."""
+    folder = out / "plots"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / "score_per_config.png"]
+    plot_configs(analysis, metric, display, level, written[0])
+    names = short_names(numeric_axes(analysis))
+    for column in numeric_axes(analysis):
+        path = folder / f"score_vs_{names[column].replace('.', '_')}.png"
+        plot_axis(analysis, column, metric, display, level, path)
+        written.append(path)
+    if plot_kl(analysis, metric, display, "train.kl_true.tail", folder / "score_vs_kl_true.png"):
+        written.append(folder / "score_vs_kl_true.png")
+    if plot_variance(analysis, display, folder / "variance_decomposition.png"):
+        written.append(folder / "variance_decomposition.png")
+    return written
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)

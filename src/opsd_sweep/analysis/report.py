@@ -1,0 +1,248 @@
+"""The report: summary.md (tables + plain-language advice + plots) and the same table printed with rich."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from opsd_sweep.analysis.collect import Collection
+from opsd_sweep.analysis.config_stats import Analysis
+from opsd_sweep.analysis.settings import SummarySettings
+
+MANY_SEEDS = 20  # above this, the advice says plainly that the effect is expensive to prove
+
+
+def metric_display(metric: str, runs: pd.DataFrame, fixed: dict) -> str:
+    """'aime24 avg@12' from 'avg_at_n', the eval dataset and K (when one K and one dataset)."""
+    ks = runs["n_samples"].dropna().unique() if "n_samples" in runs else []
+    k = str(int(ks[0])) if len(ks) == 1 else "n"
+    name = metric.replace("_at_n", f"@{k}").replace("_at_", "@")
+    dataset = fixed.get("cfg.eval.name")
+    return f"{dataset} {name}" if dataset else name
+
+
+def _num(value, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _p(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return "<0.001" if value < 1e-3 else f"{value:.3f}"
+
+
+def _bracket(low, high) -> str:
+    return "–" if pd.isna(low) and pd.isna(high) else f"[{_num(low)}, {_num(high)}]"
+
+
+def _interval(row: pd.Series, delta: str, low: str, high: str) -> str:
+    if delta not in row or pd.isna(row[delta]):
+        return "–"
+    return f"{row[delta]:+.2f} [{_num(row[low])}, {_num(row[high])}]"
+
+
+def _seeds(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return str(int(value))
+
+
+def verdict_rows(analysis: Analysis, level: float) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of the main table (shared by markdown and rich)."""
+    t = analysis.table
+    header = ["config", "n", "mean", f"{level:.0%} CI", "SD"]
+    if analysis.baseline is not None:
+        header += ["Δ vs baseline [CI]", "p Holm (base)"]
+    if analysis.anchor is not None:
+        header += ["Δ vs anchor [CI]", "p Holm (anchor)"]
+    if "verdict" in t:
+        header += ["verdict", "MDE", "seeds needed"]
+    header.append("flags")
+    rows = []
+    for _, row in t.iterrows():
+        cells = [row["label"], str(row["n"]), _num(row["mean"]), _bracket(row["ci_low"], row["ci_high"]),
+                 _num(row["sd_used"]) + ("" if row["sd_source"] == "sample" else f" ({row['sd_source'].split()[0]})")]
+        if analysis.baseline is not None:
+            cells += [_interval(row, "delta_baseline", "baseline_low", "baseline_high"), _p(row.get("p_baseline_holm"))]
+        if analysis.anchor is not None:
+            cells += [_interval(row, "delta_anchor", "anchor_low", "anchor_high"), _p(row.get("p_anchor_holm"))]
+        if "verdict" in t:
+            cells += [row["verdict"], _num(row.get("mde")), _seeds(row.get("seeds_needed"))]
+        cells.append(row["flags"])
+        rows.append(cells)
+    return header, rows
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |"
+    return "\n".join([line(header), line(["---"] * len(header)), *map(line, rows)])
+
+
+# --- plain-language sections ---------------------------------------------------------------------
+
+def verdict_statements(analysis: Analysis, s: SummarySettings) -> list[str]:
+    t = analysis.table
+    if "verdict" not in t:
+        return ["No reference to test against: give an in-sweep baseline (--baseline) or an anchor (--anchor)."]
+    reference = t["verdict_vs"].iloc[0]
+    family = int((t["verdict"] != "baseline").sum())
+    out = []
+    for word in ("better", "worse"):
+        hits = t.loc[t["verdict"] == word, "label"].tolist()
+        if hits:
+            out.append(f"**{word.capitalize()}** than the {reference} (Holm-adjusted p ≤ {s.alpha} over {family} "
+                       f"configs): {', '.join(hits)}.")
+    if not any(t["verdict"].isin(["better", "worse"])):
+        out.append(f"No config differs from the {reference} at α = {s.alpha} (Holm over {family} configs): "
+                   "every verdict is inconclusive, which is not evidence of no effect (see the MDE column).")
+    screened = t.loc[t.get(f"q_{'baseline' if analysis.baseline else 'anchor'}_bh", pd.Series(dtype=float)) <= s.alpha,
+                     "label"].tolist()
+    if screened:
+        out.append(f"Screening (BH q ≤ {s.alpha}, false-discovery rate): {', '.join(screened)} — worth more seeds.")
+    top = t[t["flags"].str.contains("winner's curse")]
+    if not top.empty:
+        out.append(f"The top mean ({top['label'].iloc[0]}) was picked from {family} configs: its mean is biased "
+                   "upward (winner's curse). Confirm it on fresh seeds before claiming it.")
+    if (t["n"] == 1).any():
+        out.append("Configs with 1 run have no SD of their own: their intervals and tests use the SD named in the "
+                   "table (pooled from the other configs, or the assumed_sd setting).")
+    return out
+
+
+def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> list[str]:
+    p = analysis.power
+    if p.get("reference") is None:
+        return []
+    reference = "the in-sweep baseline (it needs as many seeds)" if p["reference"] == "baseline" else "the anchor"
+    seeds, seeds_holm = p["seeds"], p["seeds_holm"]
+    out = [f"At the {p['sd_source']} of {p['sd']:.2f} points, detecting a true +{s.target_effect:g} points vs "
+           f"{reference} with {s.power:.0%} power needs **{_seeds(seeds) if seeds else 'more than 10000'} seeds per "
+           f"config** (one comparison at α = {s.alpha}), and {_seeds(seeds_holm) if seeds_holm else 'more than 10000'} "
+           f"with Holm over {p['family']} configs."]
+    if seeds is None or seeds > MANY_SEEDS:
+        out.append(f"That is a lot: a +{s.target_effect:g}-point effect is hard to prove at this noise level. Test "
+                   "fewer configs, look for larger effects, or reduce the noise (below).")
+    if seeds is None and p["reference"] == "anchor":
+        out.append("No number of seeds is enough against the anchor here: its own uncertainty (SD over n runs) "
+                   "already exceeds what this effect allows. Run an in-sweep baseline.")
+    if "seeds_larger_k" in p:
+        share = p["eval_sd"] ** 2 / p["sd"] ** 2 if p["sd"] else math.nan
+        larger = p["seeds_larger_k"]
+        saving = f" ({1 - larger / seeds:.0%} fewer)" if seeds and larger else ""
+        out.append(f"Eval sampling makes {share:.0%} of the run-to-run variance (eval SD {p['eval_sd']:.2f} at "
+                   f"K = {p['k']}). Evaluating with K = {s.larger_k} samples per problem would bring the SD to "
+                   f"{p['sd_larger_k']:.2f} and the seeds needed to {_seeds(larger) if larger else 'more than 10000'}"
+                   f"{saving}; eval samples are much cheaper than training runs.")
+    out.append(f"The MDE column is the smallest true difference each config's current n detects with {s.power:.0%} "
+               f"power at α = {s.alpha}; the seeds-needed column is per config for +{s.target_effect:g} points.")
+    return out
+
+
+def anchor_statement(analysis: Analysis) -> list[str]:
+    a = analysis.anchor
+    if a is None:
+        return []
+    text = (f"Anchor: {a.label}, {a.metric} = {a.mean:.2f} (SD {a.sd:.2f} over {a.n} runs), published. It was "
+            "measured on another cluster, framework and eval stack; such shifts move AIME scores by points, and if "
+            "our true baseline sits 1 point above it, false 'better' verdicts against it rise from ~2% to 3-7% at "
+            "10 seeds. Its SD of 1.48 over 5 runs is low for such a model: treat it with care.")
+    if analysis.baseline is None:
+        text += (" The verdicts below are against this anchor because the sweep has no in-sweep baseline: add the "
+                 "unchanged recipe to the sweep and select it with --baseline.")
+    else:
+        text += " The verdicts use the in-sweep baseline; the anchor columns are for orientation."
+    return [text]
+
+
+def noise_table(analysis: Analysis) -> str:
+    t = analysis.table.dropna(subset=["eval_sd"]) if "eval_sd" in analysis.table else pd.DataFrame()
+    if t.empty:
+        return "No per-sample data with at least 2 runs per config: no split of the noise."
+    header = ["config", "n", "run-to-run SD", "eval-sampling SD", "training-seed SD", "eval share",
+              "bootstrap CI of mean (runs + problems)"]
+    with_delta = "boot_delta_low" in t
+    header += ["bootstrap CI of Δ vs baseline"] if with_delta else []
+    rows = []
+    for _, r in t.iterrows():
+        cells = [r["label"], str(r["n"]), _num(r["sd"]), _num(r["eval_sd"]), _num(r["train_sd"]),
+                 f"{r['eval_share']:.0%}", _bracket(r.get("boot_low"), r.get("boot_high"))]
+        if with_delta:
+            cells.append(_bracket(r.get("boot_delta_low"), r.get("boot_delta_high")))
+        rows.append(cells)
+    return markdown_table(header, rows)
+
+
+# --- writers -------------------------------------------------------------------------------------
+
+def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: SummarySettings, display: str,
+                   plots: list[Path]) -> None:
+    runs = collection.runs
+    sim = int(analysis.usable["simulated"].sum())
+    ext = int(analysis.usable["external"].sum())
+    lines = [f"# Sweep summary: {display}", "",
+             f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from {', '.join(s.roots)}"
+             + (f" and external results {', '.join(s.external)}" if s.external else "") + ".",
+             f"{len(analysis.usable)} finished runs in {len(analysis.table)} configs enter the statistics "
+             f"({len(runs)} runs read, {len(collection.skipped)} run dirs skipped or unfinished; listed at the end). "
+             f"Unit of replication: the training run. Intervals: {s.level:.0%} t-intervals over runs; "
+             f"tests at α = {s.alpha}, Holm-adjusted across configs."]
+    if sim:
+        lines += ["", f"> **SIMULATED DATA: {sim} of the runs were produced by the simulator (executor=simulate), "
+                      "not by training.** Their configs are labelled [simulated] in every table and plot and are "
+                      "never pooled with real runs."]
+    if ext:
+        lines += ["", f"> {ext} runs come from external results (labelled [external]); they have no per-sample data, "
+                      "so they are compared on run scores only."]
+    header, rows = verdict_rows(analysis, s.level)
+    lines += ["", "## Verdicts", "", markdown_table(header, rows), "", *[f"- {x}" for x in verdict_statements(analysis, s)],
+              *[f"- {x}" for x in analysis.notes]]
+    if analysis.baseline is not None:
+        lines += ["- Δ vs baseline is paired by problem (same problems in both arms; the SE also holds the "
+                  "run-to-run variance) when both configs have ≥ 2 runs with per-sample data, else Welch on run scores."]
+    lines += ["", "## Anchor", "", *anchor_statement(analysis)] if analysis.anchor is not None else []
+    power = power_statements(analysis, s, display)
+    lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
+    lines += ["", "## Noise: eval sampling vs training seed", "", noise_table(analysis), "",
+              "Eval-sampling SD: the binomial noise of K samples per problem, from each run's own samples. "
+              "Training-seed SD: what remains of the run-to-run variance. The first shrinks with more samples per "
+              "problem, the second only with more seeds. The hierarchical bootstrap resamples runs, then problems: "
+              "it answers 'on another set of problems like these', so its interval of a mean is wider than the "
+              "t-interval (which holds the benchmark's problems fixed); for Δ vs the baseline both arms share the "
+              "problem draws, so difficulty cancels. With fewer than 5 runs it under-covers: prefer the t-interval."]
+    if fixed := {k.removeprefix("cfg."): v for k, v in collection.fixed.items()
+                 if k.split(".")[1] in ("model", "eval", "loss") or k in ("cfg.executor",)}:
+        lines += ["", "## Fixed settings (same in every run)", "",
+                  ", ".join(f"`{k}={v}`" for k, v in fixed.items() if not isinstance(v, (tuple, str)) or len(str(v)) < 40)]
+    if not collection.skipped.empty:
+        rows = [[r["path"], r["state"], r["reason"]] for _, r in collection.skipped.iterrows()]
+        lines += ["", "## Skipped or unfinished run dirs", "", markdown_table(["run dir", "state", "reason"], rows)]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in plots]
+    lines += ["", "Files: runs.csv (one row per run), samples.parquet (one row per run × problem × sample), "
+                  "summary.csv (one row per config, every number above)."]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def print_table(analysis: Analysis, s: SummarySettings, display: str, console: Console | None = None) -> None:
+    header, rows = verdict_rows(analysis, s.level)
+    title = f"{display} per config ({len(analysis.usable)} runs)"
+    if analysis.usable["simulated"].any():
+        title += " — includes SIMULATED runs"
+    table = Table(title=title)
+    for column in header:
+        table.add_column(column, overflow="fold")
+    colors = {"better": "green", "worse": "red", "baseline": "blue"}
+    for cells, (_, row) in zip(rows, analysis.table.iterrows()):
+        table.add_row(*cells, style=colors.get(row.get("verdict"), None))
+    console = console or Console()
+    console.print(table)
+    for line in verdict_statements(analysis, s) + power_statements(analysis, s, display)[:1]:
+        console.print(f"- {line}".replace("**", ""))

@@ -1,0 +1,78 @@
+"""Typed settings of the summary (defaults in conf/summary.yaml) and the published anchor (conf/baseline/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from omegaconf import MISSING, OmegaConf
+
+from opsd_sweep import CONF_DIR
+
+
+@dataclass
+class SummarySettings:
+    roots: list[str] = MISSING
+    out: Optional[str] = MISSING
+    external: list[str] = field(default_factory=lambda: MISSING)
+    metric: str = MISSING
+    level: float = MISSING
+    alpha: float = MISSING
+    anchor: Optional[str] = MISSING
+    baseline: Optional[str] = MISSING
+    pool_sd: bool = MISSING
+    assumed_sd: float = MISSING
+    target_effect: float = MISSING
+    power: float = MISSING
+    larger_k: int = MISSING
+    bootstrap_reps: int = MISSING
+    bootstrap_seed: int = MISSING
+    plots: bool = MISSING
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A published result: mean and SD of `metric` over n runs."""
+
+    label: str
+    metric: str
+    mean: float
+    sd: float
+    n: int
+
+
+def load_settings(overrides: dict) -> SummarySettings:
+    """conf/summary.yaml merged with the given (non-None) overrides, type-checked and validated."""
+    base = OmegaConf.merge(OmegaConf.structured(SummarySettings), OmegaConf.load(CONF_DIR / "summary.yaml"))
+    merged = OmegaConf.merge(base, {k: v for k, v in overrides.items() if v is not None})
+    settings: SummarySettings = OmegaConf.to_object(merged)
+    problems = []
+    if not 0 < settings.level < 1:
+        problems.append(f"level={settings.level} must be in (0, 1), e.g. 0.95")
+    if not 0 < settings.alpha < 1:
+        problems.append(f"alpha={settings.alpha} must be in (0, 1), e.g. 0.05")
+    if not 0 < settings.power < 1:
+        problems.append(f"power={settings.power} must be in (0, 1), e.g. 0.8")
+    if settings.target_effect <= 0:
+        problems.append(f"target_effect={settings.target_effect} must be > 0 (points), e.g. 2")
+    if settings.assumed_sd <= 0:
+        problems.append(f"assumed_sd={settings.assumed_sd} must be > 0 (points), e.g. 3.5")
+    if settings.larger_k < 2:
+        problems.append(f"larger_k={settings.larger_k} must be >= 2 samples per problem, e.g. 64")
+    if problems:
+        raise ValueError("invalid summary settings (conf/summary.yaml or CLI flags):\n  - " + "\n  - ".join(problems))
+    return settings
+
+
+def load_anchor(name: Optional[str]) -> Optional[Anchor]:
+    """The anchor named in conf/baseline/ (or a YAML path); None when name is None or 'none'."""
+    if name is None or name.lower() == "none":
+        return None
+    path = Path(name) if name.endswith((".yaml", ".yml")) else CONF_DIR / "baseline" / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (CONF_DIR / "baseline").glob("*.yaml"))
+        raise ValueError(f"anchor {name!r}: {path} not found; use one of {known}, a YAML path, or none")
+    data = OmegaConf.to_container(OmegaConf.load(path))
+    return Anchor(label=str(data["label"]), metric=str(data["metric"]), mean=float(data["mean"]),
+                  sd=float(data["sd"]), n=int(data["n"]))
