@@ -88,6 +88,8 @@ def _load(path: Path, parse) -> object:
 
 
 def read_config(run_dir: RunDir) -> dict:
+    if not any(run_dir.path.iterdir()):
+        raise UnreadableRun("empty run dir")
     if not run_dir.config.exists():
         raise UnreadableRun("no config.yaml (never started, or written by something else)")
     config = _load(run_dir.config, lambda text: OmegaConf.to_container(OmegaConf.create(text)))
@@ -133,6 +135,25 @@ def training_diagnostics(run_dir: RunDir) -> dict:
     return out
 
 
+def gpu_hours(status: dict) -> dict:
+    """`gpu_hours.<phase>` and `gpu_hours.total` from status.json.
+
+    status.json holds either {phase: hours} or one total with per-phase wall seconds and the GPU list;
+    per-phase hours are then seconds x GPUs / 3600.
+    """
+    hours = status.get("gpu_hours")
+    if isinstance(hours, dict):
+        per_phase = {phase: float(h) for phase, h in hours.items()}
+        return {f"gpu_hours.{p}": h for p, h in per_phase.items()} | {"gpu_hours.total": sum(per_phase.values())}
+    if not isinstance(hours, (int, float)):
+        return {}
+    out = {"gpu_hours.total": float(hours)}
+    gpus, seconds = status.get("gpus") or [], status.get("phase_seconds") or {}
+    if gpus and isinstance(seconds, dict):
+        out |= {f"gpu_hours.{phase}": float(s) * len(gpus) / 3600 for phase, s in seconds.items()}
+    return out
+
+
 def eval_metrics(evaluation: dict) -> dict:
     """The evaluator's metrics flattened: avg_at_n, pass_at_<k> for every k, maj_at_n, rates, tokens."""
     metrics = evaluation.get("metrics")
@@ -174,16 +195,14 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
     row = {"run_id": run_id, "run_dir": str(run_dir.path), "source": str(run_dir.path.parent),
            "external": False, "simulated": simulated, "state": status.get("state", "unknown")}
     row |= {f"cfg.{k}": v for k, v in flatten(config).items()}
-    gpu_hours = status.get("gpu_hours") or {}
-    row |= {f"gpu_hours.{phase}": float(h) for phase, h in gpu_hours.items()}
-    if gpu_hours:
-        row["gpu_hours.total"] = float(sum(gpu_hours.values()))
+    row |= gpu_hours(status)
     row |= training_diagnostics(run_dir)
     samples: list[tuple] = []
     if run_dir.eval_json.exists():
         evaluation = _load(run_dir.eval_json, json.loads)
         if not isinstance(evaluation, dict):
             raise UnreadableRun("eval.json is not an object")
+        row["simulated"] = simulated or bool(evaluation.get("simulated"))
         row |= eval_metrics(evaluation)
         try:
             samples = sample_rows(run_id, evaluation)
@@ -256,7 +275,7 @@ def label_runs(runs: pd.DataFrame, axes: list[str]) -> pd.Series:
         if row.get("external"):
             labels.append(row["label"])
             continue
-        parts = [f"{names[c]}={_format_value(row[c])}" for c in axes if names[c] != "executor"]
+        parts = [f"{names[c]}={_format_value(row[c])}" for c in axes]
         label = " ".join(parts) or "all runs"
         labels.append(f"{label} [simulated]" if row.get("simulated") else label)
     return pd.Series(labels, index=runs.index, dtype=object)
@@ -293,9 +312,11 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         axes = varying_columns(runs)
         fixed = {c: runs[c].iloc[0] for c in runs.columns if c.startswith("cfg.") and c not in axes
                  and c != "cfg.seed" and _semantic(c)}
+        # nothing swept: name runs by the learning rate, so they read well beside external results
+        named = [c for c in axes if c != "cfg.executor"]  # the [simulated] mark says it
+        runs["label"] = label_runs(runs, named or [c for c in ("cfg.learning_rate",) if c in runs])
         keep = [c for c in runs.columns if not c.startswith("cfg.") or c in axes or c == "cfg.seed"]
         runs = runs[keep].copy()
-        runs["label"] = label_runs(runs, axes)
     frames = [runs] + [read_external(path) for path in external]
     runs = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
         else pd.DataFrame(columns=["run_id", "label", "state", "external", "simulated"])
