@@ -25,7 +25,7 @@ from opsd_sweep.evaluate.metrics import compute_metrics
 from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, run_key
 
 # Per-problem solve rates are kept inside (0, 1) so that every problem can be both solved and missed.
-_SHIFT_GRID = np.linspace(-30.0, 30.0, 6001)
+_SHIFT_GRID = np.linspace(-30.0, 30.0, 1201)
 
 
 # --- the noise model (pure, vectorised: the benchmark draws thousands of runs at once) -----------

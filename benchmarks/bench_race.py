@@ -1,0 +1,285 @@
+"""Racing vs a fixed grid, in simulation (CPU): runs needed to declare a +3-point config better.
+
+Noise from the simulator (opsd_sweep.simulate, conf/simulate/default.yaml): training-seed SD 2 / 3 / 4
+points, 30 problems x 12 samples (eval-sampling SD ~1.8), problem difficulties shared by all configs.
+Both designs use the same statistics (opsd_sweep.race.policy.assess: SD pooled across configs,
+paired by problem, Holm across configs vs the in-sweep baseline at alpha 0.05).
+
+- Fixed grid: R seeds for every config; R* = the smallest R with >= 80% power (the +3 config declared
+  better and no other config declared better); runs = configs x R*.
+- Racing: the policy of opsd_sweep.race (driver.run_race), settings chosen on TUNING scenarios
+  (random streams seeded with TUNE_SEED) and reported on fresh REPORT scenarios (REPORT_SEED).
+
+    python benchmarks/bench_race.py            # full run (1,000 sweeps per reported scenario)
+    python benchmarks/bench_race.py --quick    # smoke run (few sweeps; figures are noisy)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from omegaconf import OmegaConf
+from scipy import special
+from scipy import stats as sps
+from tqdm import tqdm
+
+from opsd_sweep import CONF_DIR
+from opsd_sweep.analysis import stats
+from opsd_sweep.analysis.stats import holm, welch_difference, welch_vs_anchor
+from opsd_sweep.config import SimulateConfig
+from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunResult, run_race
+from opsd_sweep.race.compare import ConfigSummary
+from opsd_sweep.race.policy import assess
+from opsd_sweep.simulate import draw_correct_counts
+
+TUNE_SEED, REPORT_SEED = 20_240, 90_210
+SDS = (2.0, 3.0, 4.0)
+K = 12
+ANCHOR = Anchor("published anchor", 54.22, 1.48, 5)
+POWER = 0.80
+
+# True scores relative to the baseline (config 0). Six configs: one +3, two equal, two 8+ worse.
+GRIDS = {
+    "six": (0.0, 3.0, 0.0, 0.0, -8.0, -10.0),
+    "six-equal": (0.0,) * 6,
+    "eighteen": (0.0, 3.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0, -2.0, -2.0, -3.0, -4.0, -6.0, -8.0, -8.0, -10.0,
+                 -12.0, -15.0),
+    "eighteen-equal": (0.0,) * 18,
+}
+
+# Settings shared by every candidate; the tuned ones come from CANDIDATES.
+BASE = dict(min_seeds=3, alpha=0.05, anchor_alpha=0.01, target_half_width=0.0, budget_gpu_hours=None,
+            first_seed=1, max_failures=2)
+CANDIDATES = [dict(stop_alpha=s, eliminate_alpha=e, confirm_seeds=c, seeds_per_round=1)
+              for s, e, c in itertools.product((0.05, 0.02, 0.01), (0.05, 0.2), (3, 5))]
+MAX_SEEDS = (10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64)
+
+
+@lru_cache(maxsize=None)
+def noise_model(sd: float) -> SimulateConfig:
+    conf = OmegaConf.merge(OmegaConf.structured(SimulateConfig), OmegaConf.load(CONF_DIR / "simulate/default.yaml"))
+    return dataclasses.replace(OmegaConf.to_object(conf), train_seed_sd=sd)
+
+
+def draw_sweep(grid: tuple, sd: float, seeds: int, rng: np.random.Generator, shift: float = 0.0) -> np.ndarray:
+    """Per-problem scores (percent) [configs, seeds, problems] of every run a sweep could ask for."""
+    sim = noise_model(sd)
+    true = ANCHOR.mean + shift + np.repeat(np.asarray(grid)[:, None], seeds, axis=1)
+    return draw_correct_counts(true, sim, K, rng) * (100.0 / K)
+
+
+def labels(grid: tuple) -> tuple[str, ...]:
+    return tuple(f"c{i}" for i in range(len(grid)))
+
+
+class _StudentT:
+    """scipy.stats.t.ppf/sf evaluate these same special functions behind ~130 us of argument handling per
+    call; the benchmark makes ~10^7 calls, so it swaps them in (same numbers, checked in `_fast_t`)."""
+
+    ppf = staticmethod(lambda q, df: special.stdtrit(df, q))
+    sf = staticmethod(lambda x, df: special.stdtr(df, -x))
+
+
+def _fast_t() -> None:
+    for q, df in ((0.975, 3.0), (0.995, 17.3), (0.6, 250.0)):
+        assert sps.t.ppf(q, df) == _StudentT.ppf(q, df) and sps.t.sf(q, df) == _StudentT.sf(q, df)
+    stats.sps = type("FastStats", (), {"t": _StudentT, "norm": sps.norm})
+
+
+# --- the two designs -----------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    claims: set  # configs declared better than the baseline
+    runs: int
+    anchor_above: bool = False  # the winner sits significantly above the anchor (reported, not a claim)
+
+
+def race_sweep(data: np.ndarray, settings: RaceSettings, anchor: Anchor | None = None) -> Outcome:
+    configs = labels(data[:, 0, 0])
+    spec = RaceSpec(configs, configs[0], anchor, settings)
+
+    def execute(requests):
+        return [RunResult(q.config, q.seed, q.phase, "done", float(data[int(q.config[1:]), q.seed - 1].mean()),
+                          data[int(q.config[1:]), q.seed - 1], 1.0) for q in requests]
+
+    finals = []
+    _, results = run_race(spec, execute, emit=lambda r: finals.append(r) if r.get("phase") == "final" else None)
+    return Outcome({r["config"] for r in finals if r["action"] == "better"}, len(results),
+                   any(r.get("winner") and r.get("anchor") == "above" for r in finals))
+
+
+def fixed_grid_claims(data: np.ndarray, seeds: int, settings: RaceSettings) -> set:
+    configs = labels(data[:, 0, 0])
+    spec = RaceSpec(configs, configs[0], None, settings)
+    summaries = {c: ConfigSummary(c, data[i, :seeds].mean(axis=1), data[i, :seeds]) for i, c in enumerate(configs)}
+    rows = assess(summaries, spec, 0, "fixed")
+    return {r["config"] for r in rows
+            if r["p_baseline"] is not None and r["p_baseline"] <= settings.alpha and r["delta_baseline"] > 0}
+
+
+def naive_race_sweep(data: np.ndarray, max_seeds: int, alpha: float = 0.05) -> Outcome:
+    """The naive rule: 2-seed start, each config's own SD, Welch vs the anchor, no multiplicity control."""
+    scores = data.mean(axis=2)
+    live, n = list(range(scores.shape[0])), 2
+    runs = len(live) * n
+    while True:
+        means = {c: scores[c, :n].mean() for c in live}
+        best = max(live, key=means.get)
+        vs_anchor = welch_vs_anchor(scores[best, :n], ANCHOR.mean, ANCHOR.sd, ANCHOR.n)
+        if vs_anchor.delta > 0 and vs_anchor.p <= alpha:
+            return Outcome({f"c{best}"}, runs)
+        sd_best = scores[best, :n].std(ddof=1)
+        for c in [c for c in live if c != best]:
+            gap = welch_difference(means[c], scores[c, :n].var(ddof=1) / n, n - 1, means[best], sd_best**2 / n, n - 1)
+            if gap.p <= alpha:
+                live.remove(c)
+        if n >= max_seeds:
+            return Outcome(set(), runs)
+        n += 1
+        runs += len(live)
+
+
+# --- measurements --------------------------------------------------------------------------------
+
+def settings_of(candidate: dict, max_seeds: int) -> RaceSettings:
+    return RaceSettings(**BASE, **candidate, max_seeds=max_seeds)
+
+
+def race_stats(grid_name: str, sd: float, settings: RaceSettings, sweeps: int, seed: int, *, shift: float = 0.0,
+               anchor: Anchor | None = None, label: str = "") -> dict:
+    """Power (claims == {c1}), false-claim rate (any claim but c1), mean runs, anchor-only rate."""
+    grid = GRIDS[grid_name]
+    rng = np.random.default_rng([seed, int(sd * 10), len(grid), int(shift * 10)])
+    seeds = settings.max_seeds + settings.confirm_seeds + 1
+    hits = false = above = runs = 0
+    for _ in tqdm(range(sweeps), desc=label or f"race {grid_name} sd={sd}", leave=False):
+        out = race_sweep(draw_sweep(grid, sd, seeds, rng, shift), settings, anchor)
+        better = {f"c{i}" for i, d in enumerate(grid) if d > 0}
+        hits += out.claims == better and bool(better)
+        false += bool(out.claims - better)
+        above += out.anchor_above
+        runs += out.runs
+    return {"power": hits / sweeps, "false": false / sweeps, "runs": runs / sweeps, "anchor_above": above / sweeps}
+
+
+def fixed_power(grid_name: str, sd: float, seeds: int, settings: RaceSettings, sweeps: int, seed: int) -> float:
+    grid = GRIDS[grid_name]
+    rng = np.random.default_rng([seed, int(sd * 10), len(grid), seeds])
+    better = {f"c{i}" for i, d in enumerate(grid) if d > 0}
+    hits = sum(fixed_grid_claims(draw_sweep(grid, sd, seeds, rng), seeds, settings) == better for _ in range(sweeps))
+    return hits / sweeps
+
+
+def fixed_seeds_needed(grid_name: str, sd: float, settings: RaceSettings, sweeps: int, seed: int) -> tuple[int, float]:
+    """Smallest R with power >= POWER (bisection on R; power rises with R)."""
+    low, high = 2, 8
+    while fixed_power(grid_name, sd, high, settings, sweeps, seed) < POWER:
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if fixed_power(grid_name, sd, mid, settings, sweeps, seed) >= POWER else (mid, high)
+    return high, fixed_power(grid_name, sd, high, settings, sweeps, seed)
+
+
+def smallest_max_seeds(grid_name: str, sd: float, candidate: dict, sweeps: int, seed: int) -> tuple[int, dict]:
+    """The smallest max_seeds in MAX_SEEDS whose racing power is >= POWER (and its stats)."""
+    for max_seeds in MAX_SEEDS:
+        stats = race_stats(grid_name, sd, settings_of(candidate, max_seeds), sweeps, seed)
+        if stats["power"] >= POWER:
+            return max_seeds, stats
+    return MAX_SEEDS[-1], stats
+
+
+def tune(sweeps: int, fixed_runs: dict) -> tuple[dict, dict, list]:
+    """On TUNING scenarios: per candidate, false claims on all-equal grids at the largest max_seeds, and
+    per SD the smallest max_seeds reaching 80% power; pick the candidate with the lowest mean ratio of
+    runs to the fixed grid among those with <= 4% false claims (a margin under the 5% target)."""
+    table = []
+    for candidate in tqdm(CANDIDATES, desc="tuning candidates"):
+        false = max(race_stats("six-equal", sd, settings_of(candidate, MAX_SEEDS[-1]), sweeps, TUNE_SEED)["false"]
+                    for sd in SDS)
+        per_sd = {sd: smallest_max_seeds("six", sd, candidate, sweeps, TUNE_SEED) for sd in SDS}
+        ratio = float(np.mean([per_sd[sd][1]["runs"] / fixed_runs[sd] for sd in SDS]))
+        table.append((candidate, false, per_sd, ratio))
+    eligible = [row for row in table if row[1] <= 0.04] or table
+    best = min(eligible, key=lambda row: row[3])
+    return best[0], {sd: best[2][sd][0] for sd in SDS}, table
+
+
+# --- report --------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smoke run with few sweeps")
+    args = parser.parse_args(argv)
+    _fast_t()
+    report_n, tune_n, fixed_n = (60, 40, 100) if args.quick else (1000, 300, 2000)
+    started = time.time()
+    reference = settings_of(CANDIDATES[0], MAX_SEEDS[-1])
+
+    print(f"# Fixed grid (6 configs, Holm vs in-sweep baseline, pooled SD): seeds for {POWER:.0%} power "
+          f"({fixed_n} sweeps per R)")
+    fixed = {}
+    for sd in SDS:
+        seeds, power = fixed_seeds_needed("six", sd, reference, fixed_n, REPORT_SEED)
+        fixed[sd] = 6 * seeds
+        print(f"  sd={sd}: R*={seeds} seeds/config -> {6 * seeds} runs (power {power:.3f})")
+
+    print(f"\n# Tuning on TUNING scenarios ({tune_n} sweeps each)")
+    candidate, max_seeds, table = tune(tune_n, fixed)
+    for cand, false, per_sd, ratio in table:
+        print(f"  {cand}: false(all-equal, worst sd) {false:.3f}; max_seeds "
+              f"{[per_sd[sd][0] for sd in SDS]}; power {[round(per_sd[sd][1]['power'], 3) for sd in SDS]}; "
+              f"runs/fixed {ratio:.3f}")
+    print(f"  chosen: {candidate}, max_seeds per sd {max_seeds}")
+
+    print(f"\n# Report on REPORT scenarios ({report_n} sweeps each)")
+    print("| training-seed SD | fixed grid runs | racing runs | ratio | racing power | false 'better' (6 equal) |"
+          " false (18 equal) | max_seeds |")
+    print("|---|---|---|---|---|---|---|---|")
+    for sd in SDS:
+        settings = settings_of(candidate, max_seeds[sd])
+        alt = race_stats("six", sd, settings, report_n, REPORT_SEED)
+        null6 = race_stats("six-equal", sd, settings, report_n, REPORT_SEED)
+        null18 = race_stats("eighteen-equal", sd, settings, report_n, REPORT_SEED)
+        print(f"| {sd:g} | {fixed[sd]} | {alt['runs']:.1f} | {alt['runs'] / fixed[sd]:.3f} | {alt['power']:.3f} | "
+              f"{null6['false']:.3f} | {null18['false']:.3f} | {max_seeds[sd]} |", flush=True)
+
+    print("\n# 18-config grid (one +3, four equal, twelve 1-15 points worse)")
+    print("| training-seed SD | fixed grid runs (R*) | racing runs | ratio | racing power |")
+    print("|---|---|---|---|---|")
+    for sd in SDS:
+        seeds, _ = fixed_seeds_needed("eighteen", sd, reference, max(fixed_n // 4, 50), REPORT_SEED)
+        alt = race_stats("eighteen", sd, settings_of(candidate, max_seeds[sd]), report_n // 2, REPORT_SEED)
+        print(f"| {sd:g} | {18 * seeds} ({seeds}) | {alt['runs']:.1f} | {alt['runs'] / (18 * seeds):.3f} | "
+              f"{alt['power']:.3f} |", flush=True)
+
+    print("\n# Baseline 1 point above the published anchor (6 equal configs), and the naive rule")
+    print("| training-seed SD | ours: false 'better' | ours: winner above anchor (reported only) |"
+          " naive: false 'better' (anchor 0 off) | naive (anchor 1 off) |")
+    print("|---|---|---|---|---|")
+    for sd in SDS:
+        shifted = race_stats("six-equal", sd, settings_of(candidate, max_seeds[sd]), report_n, REPORT_SEED,
+                             shift=1.0, anchor=ANCHOR, label=f"shifted sd={sd}")
+        naive = [_naive_false(sd, shift, report_n) for shift in (0.0, 1.0)]
+        print(f"| {sd:g} | {shifted['false']:.3f} | {shifted['anchor_above']:.3f} | {naive[0]:.3f} | "
+              f"{naive[1]:.3f} |", flush=True)
+    print(f"\n({time.time() - started:.0f} s)")
+
+
+def _naive_false(sd: float, shift: float, sweeps: int, max_seeds: int = 20) -> float:
+    rng = np.random.default_rng([REPORT_SEED, int(sd * 10), 99, int(shift * 10)])
+    return float(np.mean([bool(naive_race_sweep(draw_sweep(GRIDS["six-equal"], sd, max_seeds, rng, shift),
+                                                max_seeds).claims) for _ in range(sweeps)]))
+
+
+if __name__ == "__main__":
+    main()

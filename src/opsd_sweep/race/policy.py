@@ -1,0 +1,317 @@
+"""The racing policy as one pure function: `decide(results, state, spec) -> Step`.
+
+A race runs the grid in rounds of seeds. Round r gives every live config
+min(max_seeds, min_seeds + r * seeds_per_round) finished runs; then it assesses the round:
+- every live config gets a mean and a t-interval with the run-to-run SD pooled across live configs;
+- every live config is compared with the current best; Holm across them; those significantly worse
+  (at eliminate_alpha) get no more seeds. The in-sweep baseline is never eliminated: it is the reference;
+- every live config is compared with the baseline (Holm across live configs, at alpha) and with the
+  published anchor (Welch, at the stricter anchor_alpha; reported, never the only evidence for "better");
+- the race stops when the best is significantly better than the baseline or is the only config left
+  (decided), when every live config's CI half-width is <= target_half_width (precise), at max_seeds,
+  or before a round that would exceed the GPU-hour budget;
+- then the winner runs confirm_seeds fresh seeds (winner's curse), and the final verdict uses all its
+  runs; a "better" claim also needs the fresh seeds' mean above the baseline's mean.
+Failed runs are replaced by fresh seeds; a config with max_failures failed runs leaves the race.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Optional, Sequence
+
+import numpy as np
+
+from opsd_sweep.analysis.stats import holm, t_interval, verdict, welch_vs_anchor
+from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
+from opsd_sweep.race.settings import RaceSpec
+
+PHASES = ("race", "confirm", "done")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One training run the race wants: a config (grid label), a seed, and the phase it serves."""
+
+    config: str
+    seed: int
+    phase: str
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run as the race sees it. `problems`: per-problem score (same unit as score), or None."""
+
+    config: str
+    seed: int
+    phase: str
+    state: str  # done | failed
+    score: Optional[float] = None
+    problems: Optional[np.ndarray] = None
+    gpu_hours: float = 0.0
+    run_dir: Optional[str] = None
+    error: Optional[str] = None
+
+    def to_record(self) -> dict:
+        return {"type": "run", "config": self.config, "seed": self.seed, "phase": self.phase, "state": self.state,
+                "score": self.score, "gpu_hours": self.gpu_hours, "run_dir": self.run_dir, "error": self.error}
+
+
+@dataclass(frozen=True)
+class RaceState:
+    """Where a race stands; everything `decide` needs besides the results. Restored from race.jsonl."""
+
+    round: int = 0
+    phase: str = "race"
+    eliminated: dict = field(default_factory=dict)  # config -> round it was eliminated in
+    dropped: dict = field(default_factory=dict)  # config -> why it left the race (failures)
+    winner: Optional[str] = None
+    stop_reason: Optional[str] = None
+    confirm_from: Optional[int] = None  # first seed of the confirmation round
+
+    def to_record(self) -> dict:
+        return {"type": "state", "round": self.round, "phase": self.phase, "eliminated": dict(self.eliminated),
+                "dropped": dict(self.dropped), "winner": self.winner, "stop_reason": self.stop_reason,
+                "confirm_from": self.confirm_from}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "RaceState":
+        return cls(round=record["round"], phase=record["phase"], eliminated=dict(record["eliminated"]),
+                   dropped=dict(record["dropped"]), winner=record["winner"], stop_reason=record["stop_reason"],
+                   confirm_from=record["confirm_from"])
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do next: the new state, records for race.jsonl, and the runs to launch (none when done)."""
+
+    state: RaceState
+    records: list[dict]
+    runs: list[RunRequest]
+
+
+def live_configs(spec: RaceSpec, state: RaceState) -> list[str]:
+    return [c for c in spec.configs if c not in state.eliminated and c not in state.dropped]
+
+
+def target_seeds(spec: RaceSpec, round_: int) -> int:
+    s = spec.settings
+    return min(s.max_seeds, s.min_seeds + round_ * s.seeds_per_round)
+
+
+def decide(results: Sequence[RunResult], state: RaceState, spec: RaceSpec) -> Step:
+    """The next step of a race, from every run result so far (any order) and the current state."""
+    if state.phase == "done":
+        return Step(state, [], [])
+    state, records = _drop_failing(results, state, spec)
+    live = live_configs(spec, state)
+    if not live:
+        done = replace(state, phase="done", stop_reason="no config left (all failed)")
+        return Step(done, records + [_stop_record(done)], [])
+    if state.phase == "confirm":
+        return _confirm_step(results, state, spec, records)
+    missing = _missing_runs(results, live, target_seeds(spec, state.round), "race", spec.settings.first_seed)
+    if missing:
+        return Step(state, records, missing)
+    return _assess_round(results, state, spec, records)
+
+
+# --- bookkeeping ---------------------------------------------------------------------------------
+
+def _drop_failing(results, state: RaceState, spec: RaceSpec) -> tuple[RaceState, list[dict]]:
+    failures: dict[str, int] = {}
+    for r in results:
+        if r.state == "failed":
+            failures[r.config] = failures.get(r.config, 0) + 1
+    records, dropped = [], dict(state.dropped)
+    for config in live_configs(spec, state):
+        if failures.get(config, 0) >= spec.settings.max_failures:
+            dropped[config] = f"{failures[config]} failed runs"
+            records.append({"type": "decision", "round": state.round, "phase": state.phase, "config": config,
+                            "action": "drop", "reason": dropped[config]})
+    return (replace(state, dropped=dropped) if records else state), records
+
+
+def _missing_runs(results, configs: list[str], target: int, phase: str, first_seed: int) -> list[RunRequest]:
+    """Runs that bring each config to `target` finished runs in this phase; failed seeds are not reused."""
+    runs = []
+    for config in configs:
+        mine = [r for r in results if r.config == config and r.phase == phase]
+        need = target - sum(r.state == "done" for r in mine)
+        tried = {r.seed for r in mine}
+        seed = first_seed
+        while need > 0:
+            if seed not in tried:
+                runs.append(RunRequest(config, seed, phase))
+                need -= 1
+            seed += 1
+    return runs
+
+
+def _summaries(results, configs: list[str], phases: tuple[str, ...]) -> dict[str, ConfigSummary]:
+    out = {}
+    for config in configs:
+        done = sorted((r for r in results if r.config == config and r.state == "done" and r.phase in phases),
+                      key=lambda r: (r.phase, r.seed))
+        scores = np.array([r.score for r in done], dtype=float)
+        has_problems = bool(done) and all(r.problems is not None for r in done)
+        problems = np.stack([r.problems for r in done]) if has_problems else None
+        out[config] = ConfigSummary(config, scores, problems)
+    return out
+
+
+def _gpu_hours_used(results) -> tuple[float, float]:
+    """(GPU-hours used so far, mean GPU-hours per run) over every run of the race."""
+    used = sum(r.gpu_hours for r in results)
+    return used, used / len(results) if results else 0.0
+
+
+# --- one round -----------------------------------------------------------------------------------
+
+def _assess_round(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
+    s = spec.settings
+    live = live_configs(spec, state)
+    summaries = _summaries(results, live, ("race",))
+    rows = assess(summaries, spec, state.round, "race")
+    best = max(live, key=lambda c: summaries[c].mean)
+    eliminated = dict(state.eliminated)
+    for row in rows:
+        worse = row["delta_best"] is not None and row["delta_best"] < 0
+        if worse and row["p_best"] is not None and row["p_best"] <= s.eliminate_alpha:
+            row["action"] = "eliminate"
+            eliminated[row["config"]] = state.round
+        else:
+            row["action"] = "continue"
+    state = replace(state, eliminated=eliminated)
+    still = live_configs(spec, state)
+    reason = _stop_reason(rows, still, best, results, state, spec)
+    if reason is None:
+        state = replace(state, round=state.round + 1)
+        target = target_seeds(spec, state.round)
+        return Step(state, records + rows, _missing_runs(results, still, target, "race", s.first_seed))
+    state = replace(state, stop_reason=reason, winner=best)
+    for row in rows:
+        if row["action"] == "continue":
+            row["action"] = "confirm" if row["config"] == best and _confirms(best, spec) else "stop"
+    records = records + rows + [_stop_record(state)]
+    if _confirms(best, spec):
+        confirm_from = max(r.seed for r in results) + 1
+        state = replace(state, phase="confirm", confirm_from=confirm_from)
+        return Step(state, records, _missing_runs(results, [best], s.confirm_seeds, "confirm", confirm_from))
+    return _final(results, state, spec, records)
+
+
+def _confirms(winner: str, spec: RaceSpec) -> bool:
+    return spec.settings.confirm_seeds > 0 and winner != spec.baseline
+
+
+def _stop_reason(rows: list[dict], still: list[str], best: str, results, state: RaceState,
+                 spec: RaceSpec) -> Optional[str]:
+    s = spec.settings
+    by_config = {row["config"]: row for row in rows}
+    vs_baseline = by_config[best]["p_baseline"]
+    if vs_baseline is not None and by_config[best]["delta_baseline"] > 0 and vs_baseline <= s.stop_alpha:
+        return "decided: the best config is better than the baseline"
+    if len(still) == 1:
+        return "decided: one config left"
+    if s.target_half_width > 0 and all(by_config[c]["half_width"] <= s.target_half_width for c in still):
+        return f"precise: every CI half-width <= {s.target_half_width}"
+    if target_seeds(spec, state.round) >= s.max_seeds:
+        return f"max_seeds: {s.max_seeds} seeds per config"
+    if s.budget_gpu_hours is not None:
+        used, per_run = _gpu_hours_used(results)
+        next_runs = len(still) * s.seeds_per_round + (s.confirm_seeds if _confirms(best, spec) else 0)
+        if used + per_run * next_runs > s.budget_gpu_hours:
+            return f"budget: {used:.1f} GPU-hours used, next round would pass {s.budget_gpu_hours}"
+    return None
+
+
+def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, phase: str) -> list[dict]:
+    """One decision row per config (any set of configs: a round's live ones, or a fixed grid):
+    n, mean, t-interval with the SD pooled across them, Holm-adjusted p vs the best and vs the baseline,
+    Welch p vs the anchor. The action is left to the caller."""
+    s = spec.settings
+    pooled = Pooled.of(list(summaries.values()))
+    level = 1 - s.alpha
+    best = max(summaries, key=lambda c: summaries[c].mean)
+    baseline = summaries.get(spec.baseline)
+    vs_best = {c: compare(summ, summaries[best], pooled, level) for c, summ in summaries.items()
+               if c not in (best, spec.baseline)}
+    vs_base = {c: compare(summ, baseline, pooled, level) for c, summ in summaries.items()
+               if baseline is not None and c != spec.baseline}
+    p_best = dict(zip(vs_best, holm([c.p for c in vs_best.values()]))) if vs_best else {}
+    p_base = dict(zip(vs_base, holm([c.p for c in vs_base.values()]))) if vs_base else {}
+    rows = []
+    for config, summ in summaries.items():
+        ci = t_interval(summ.scores, level, sd=math.sqrt(pooled.var), df=pooled.df)
+        anchor = (welch_vs_anchor(summ.scores, spec.anchor.mean, spec.anchor.sd, spec.anchor.n,
+                                  1 - s.anchor_alpha, sd=math.sqrt(pooled.var), df=pooled.df)
+                  if spec.anchor is not None else None)
+        rows.append(_clean({
+            "type": "decision", "round": round_, "phase": phase, "config": config, "n": summ.n, "mean": summ.mean,
+            "ci": [ci.low, ci.high], "half_width": (ci.high - ci.low) / 2, "pooled_sd": math.sqrt(pooled.var),
+            "best": config == best, "baseline": config == spec.baseline,
+            "delta_best": vs_best[config].delta if config in vs_best else None,
+            "p_best": p_best.get(config),
+            "delta_baseline": vs_base[config].delta if config in vs_base else None,
+            "p_baseline": p_base.get(config),
+            "delta_anchor": anchor.delta if anchor else None, "p_anchor": anchor.p if anchor else None,
+            "action": None}))
+    return rows
+
+
+def _clean(row: dict) -> dict:
+    """nan -> None (JSON has no nan), numpy floats -> float."""
+    def fix(v):
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        if isinstance(v, (float, np.floating)):
+            return None if math.isnan(v) else float(v)
+        return v
+    return {k: fix(v) for k, v in row.items()}
+
+
+def _stop_record(state: RaceState) -> dict:
+    return {"type": "stop", "round": state.round, "reason": state.stop_reason, "winner": state.winner}
+
+
+# --- confirmation and the final verdict ------------------------------------------------------------
+
+def _confirm_step(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
+    if state.winner in state.dropped:  # the winner kept failing: no confirmation possible
+        return _final(results, state, spec, records)
+    missing = _missing_runs(results, [state.winner], spec.settings.confirm_seeds, "confirm", state.confirm_from)
+    if missing:
+        return Step(state, records, missing)
+    return _final(results, state, spec, records)
+
+
+def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
+    """Verdicts of the live configs on all their runs (the winner's fresh seeds included)."""
+    live = live_configs(spec, state)
+    summaries = _summaries(results, live, ("race",))
+    if state.winner in summaries:
+        summaries[state.winner] = _summaries(results, [state.winner], ("race", "confirm"))[state.winner]
+    confirm = _summaries(results, [state.winner], ("confirm",))[state.winner]
+    baseline = summaries.get(spec.baseline)
+    rows = assess(summaries, spec, state.round, "final")
+    for row in rows:
+        config = row["config"]
+        row["winner"] = config == state.winner
+        if row["baseline"]:
+            row["action"] = "baseline"
+            continue
+        if row["p_baseline"] is None:
+            row["action"] = "no baseline"
+            continue
+        row["action"] = verdict(row["delta_baseline"], row["p_baseline"], spec.settings.alpha)
+        if row["winner"] and confirm.n:
+            row["confirm_n"], row["confirm_mean"] = confirm.n, confirm.mean
+            if row["action"] == "better" and confirm.mean <= baseline.mean:
+                row["action"] = "inconclusive"  # the fresh seeds do not back the claim
+        anchor_better = row["p_anchor"] is not None and row["p_anchor"] <= spec.settings.anchor_alpha
+        if anchor_better:
+            row["anchor"] = "above" if row["delta_anchor"] > 0 else "below"
+    done = replace(state, phase="done")
+    return Step(done, records + rows, [])

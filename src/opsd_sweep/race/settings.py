@@ -1,0 +1,75 @@
+"""What a race is given: its settings (values from conf/hydra/sweeper/race.yaml), the grid and the anchor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class RaceSettings:
+    """How a race spends seeds and when it claims. Meanings in conf/hydra/sweeper/race.yaml."""
+
+    min_seeds: int  # seeds every config gets before any test (3: eliminating after 2 inflates false verdicts)
+    max_seeds: int  # per config, racing phase
+    seeds_per_round: int  # seeds added to every live config per round
+    alpha: float  # family-wise level of the final "better than the baseline" claim (Holm across live configs)
+    stop_alpha: float  # Holm level at which a round's best vs the baseline stops the race (interim look)
+    eliminate_alpha: float  # Holm level of "worse than the current best" (drops a config)
+    anchor_alpha: float  # level of the test against the published anchor (stricter; never alone)
+    target_half_width: float  # stop when every live config's CI half-width is <= this (score points)
+    budget_gpu_hours: Optional[float]  # stop before a round that would exceed it (None: no budget)
+    confirm_seeds: int  # fresh seeds for the winner after the race (0: no confirmation)
+    first_seed: int  # seeds are first_seed, first_seed + 1, ...
+    max_failures: int  # failed runs after which a config leaves the race
+
+    def problems(self) -> list[str]:
+        """Every invalid setting, each with the key (under hydra.sweeper), the value and the fix."""
+        out = []
+        if self.min_seeds < 2:
+            out.append(f"min_seeds={self.min_seeds} must be >= 2 (a t-test needs 2 runs; 3 is the safe start)")
+        if self.max_seeds < self.min_seeds:
+            out.append(f"max_seeds={self.max_seeds} must be >= min_seeds={self.min_seeds}")
+        if self.seeds_per_round < 1:
+            out.append(f"seeds_per_round={self.seeds_per_round} must be >= 1")
+        for key in ("alpha", "stop_alpha", "eliminate_alpha", "anchor_alpha"):
+            if not 0 < getattr(self, key) < 1:
+                out.append(f"{key}={getattr(self, key)} must be in (0, 1), e.g. 0.05")
+        if self.target_half_width < 0:
+            out.append(f"target_half_width={self.target_half_width} must be >= 0 (0 = never stop on precision)")
+        if self.budget_gpu_hours is not None and self.budget_gpu_hours <= 0:
+            out.append(f"budget_gpu_hours={self.budget_gpu_hours} must be > 0 or null (no budget)")
+        if self.confirm_seeds < 0:
+            out.append(f"confirm_seeds={self.confirm_seeds} must be >= 0")
+        if self.max_failures < 1:
+            out.append(f"max_failures={self.max_failures} must be >= 1")
+        return out
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A published result of the baseline recipe: mean, SD and number of runs (conf/baseline/)."""
+
+    label: str
+    mean: float
+    sd: float
+    n: int
+
+
+@dataclass(frozen=True)
+class RaceSpec:
+    """One race: the configs (labels in grid order), the in-sweep baseline among them, the anchor."""
+
+    configs: tuple[str, ...]
+    baseline: Optional[str]
+    anchor: Optional[Anchor]
+    settings: RaceSettings
+
+    def __post_init__(self):
+        problems = self.settings.problems()
+        if len(set(self.configs)) != len(self.configs) or not self.configs:
+            problems.append(f"configs {list(self.configs)} must be a non-empty list of distinct labels")
+        if self.baseline is not None and self.baseline not in self.configs:
+            problems.append(f"baseline {self.baseline!r} is not one of the configs {list(self.configs)}")
+        if problems:
+            raise ValueError("invalid race settings (hydra.sweeper.*):\n  - " + "\n  - ".join(problems))
