@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 # GPU machines: make install TORCH=torch (or the build your CUDA needs).
 TORCH  ?= torch==2.13.0
 RESULTS ?= results
+SUMMARY_ARGS ?=
 export HF_HUB_OFFLINE ?= 1
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 export TOKENIZERS_PARALLELISM ?= false
@@ -29,8 +30,8 @@ demo: install  ## the tiny CPU demo sweep (offline), then its summary
 	$(PY) -m opsd_sweep -m profile=tiny learning_rate=1e-3,3e-3 seed=1,2
 	$(PY) -m opsd_sweep.summary $(RESULTS)
 
-summary: install  ## tables (runs.csv, summary.csv) for everything under $(RESULTS)
-	$(PY) -m opsd_sweep.summary $(RESULTS)
+summary: install  ## verdicts, seeds advice, tables and plots for $(RESULTS); more flags: SUMMARY_ARGS="--baseline lr=5e-06"
+	$(PY) -m opsd_sweep.summary $(RESULTS) $(SUMMARY_ARGS)
 
 test: install  ## the test suite (what CI runs)
 	$(PY) -m pytest

@@ -196,17 +196,23 @@ def larger_k_sd(sd: float, eval_sd: float, k: float, larger_k: int) -> float:
     return math.sqrt(train_var + eval_sd**2 * k / larger_k)
 
 
-def power_columns(table: pd.DataFrame, s: SummarySettings, reference: str | None, anchor: Anchor | None,
+def power_columns(table: pd.DataFrame, s: SummarySettings, baseline: str | None, anchor: Anchor | None,
                   family: int) -> pd.DataFrame:
-    """MDE at the current n, and seeds per config for target_effect (single test, and Holm over `family`)."""
-    ref = {"ref_sd": anchor.sd, "ref_n": anchor.n} if reference == "anchor" else {}
+    """MDE at the current n (vs the baseline's runs, or the anchor), and seeds per config for
+    target_effect vs the same reference (in-sweep: both arms get that many seeds), single test and Holm."""
+    if baseline is not None:
+        base = table.set_index("label").loc[baseline]
+        ref, current = {}, {"ref_sd": base["sd_used"], "ref_n": int(base["n"])}
+    elif anchor is not None:
+        ref = current = {"ref_sd": anchor.sd, "ref_n": anchor.n}
+    else:
+        return pd.DataFrame(index=table.index)
     out = []
     for _, row in table.iterrows():
         sd, n = row["sd_used"], int(row["n"])
-        if reference is None or row.get("vs_baseline") == "is baseline" or not sd > 0:
+        if row["label"] == baseline or not sd > 0:
             out.append({})
             continue
-        current = ref or {"ref_sd": sd, "ref_n": n}
         cols = {"mde": stats.min_detectable_effect(sd, n, s.alpha, s.power, **current) if n >= 2 else math.nan,
                 "seeds_needed": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, **ref),
                 "seeds_needed_holm": stats.seeds_needed(s.target_effect, sd, s.alpha / family, s.power, **ref)}
@@ -224,6 +230,8 @@ def sweep_power(table: pd.DataFrame, usable: pd.DataFrame, s: SummarySettings, r
     source = "pooled run-to-run SD"
     if not sd_df:
         sd, source = s.assumed_sd, "assumed run-to-run SD (no config has 2 runs)"
+    if reference is None or not sd > 0:
+        return {"reference": None}
     ref = {"ref_sd": anchor.sd, "ref_n": anchor.n} if reference == "anchor" else {}
     advice = {"sd": sd, "sd_source": source, "reference": reference, "family": family,
               "seeds": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, **ref),
@@ -266,7 +274,7 @@ def analyse(runs: pd.DataFrame, samples: pd.DataFrame, s: SummarySettings, ancho
                              else stats.verdict(row[f"delta_{reference}"], row[f"p_{reference}_holm"], s.alpha))
                             for _, row in table.iterrows()]
         table["verdict_vs"] = "in-sweep baseline" if reference == "baseline" else "anchor"
-    table = table.join(power_columns(table, s, reference, anchor, max(family, 1)))
+    table = table.join(power_columns(table, s, baseline, anchor, max(family, 1)))
     table["flags"] = flags(table, baseline)
     table = table.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
     power = sweep_power(table, usable, s, reference, anchor, (sp, sp_df), max(family, 1))

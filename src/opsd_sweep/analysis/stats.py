@@ -261,6 +261,16 @@ def paired_by_problem(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> Comp
 
 # --- many configs --------------------------------------------------------------------------------
 
+def _adjust(p: Sequence[float], step) -> np.ndarray:
+    """Apply `step(sorted_p, m) -> adjusted` to the non-nan p-values in ascending order; keep input order."""
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    order = valid[np.argsort(p[valid], kind="stable")]
+    out[order] = np.minimum(step(p[order], valid.size), 1.0)
+    return out
+
+
 def holm(p: Sequence[float]) -> np.ndarray:
     """Holm step-down adjusted p-values (family-wise error; for claims).
 
@@ -269,14 +279,7 @@ def holm(p: Sequence[float]) -> np.ndarray:
     Returns:
         shape (m,), in input order, monotone in the sorted order, capped at 1.
     """
-    p = np.asarray(p, dtype=float)
-    out = np.full(p.shape, np.nan)
-    valid = np.flatnonzero(~np.isnan(p))
-    m = valid.size
-    order = valid[np.argsort(p[valid], kind="stable")]
-    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
-    out[order] = np.minimum(adjusted, 1.0)
-    return out
+    return _adjust(p, lambda ranked, m: np.maximum.accumulate((m - np.arange(m)) * ranked))
 
 
 def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
@@ -287,14 +290,7 @@ def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
     Returns:
         shape (m,), in input order, monotone in the sorted order, capped at 1.
     """
-    p = np.asarray(p, dtype=float)
-    out = np.full(p.shape, np.nan)
-    valid = np.flatnonzero(~np.isnan(p))
-    m = valid.size
-    order = valid[np.argsort(p[valid], kind="stable")]
-    scaled = p[order] * m / np.arange(1, m + 1)
-    out[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
-    return out
+    return _adjust(p, lambda ranked, m: np.minimum.accumulate((ranked * m / np.arange(1, m + 1))[::-1])[::-1])
 
 
 def verdict(delta: float, p_adjusted: float, alpha: float) -> str:
