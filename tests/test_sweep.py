@@ -58,7 +58,7 @@ def test_summary_has_one_row_per_run_and_per_config(swept, tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("lerning_rate=1e-3", "Key 'lerning_rate' is not in struct"),
+    ("lerning_rate=1e-3", "did you mean 'learning_rate'"),
     ("learning_rate=-1", "learning_rate=-1.0 must be > 0"),
 ])
 def test_bad_override_fails_clearly_before_any_job(tmp_path, cache_dir, override, message):

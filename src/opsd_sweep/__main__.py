@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import sys
+import typing
+
 import hydra
 from omegaconf import DictConfig
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.config import load_run_config
+from opsd_sweep.config import RunConfig, load_run_config
 from opsd_sweep.cycle import run_cycle
 from opsd_sweep.tiny import ensure_tiny_assets
 
@@ -19,5 +24,45 @@ def main(cfg: DictConfig) -> dict:
     return run_cycle(run)
 
 
+def schema_keys(schema: type = RunConfig, prefix: str = "") -> dict[str, bool]:
+    """Every dotted key of the run config -> whether it holds free-form entries (a list or a dict)."""
+    keys = {}
+    hints = typing.get_type_hints(schema)
+    for field in dataclasses.fields(schema):
+        key, kind = prefix + field.name, hints[field.name]
+        inner = [a for a in typing.get_args(kind) if a is not type(None)]  # Optional[X] -> X
+        kind = inner[0] if len(inner) == 1 else kind
+        keys[key] = typing.get_origin(kind) in (list, dict)
+        if dataclasses.is_dataclass(kind):
+            keys |= schema_keys(kind, key + ".")
+    return keys
+
+
+def unknown_key_problems(args: list[str]) -> list[str]:
+    """Overrides whose key the run config does not have, each with the closest valid key. Hydra would
+    reject them too, but only after composing and without a suggestion."""
+    keys = schema_keys()
+    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    problems = []
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key = arg.split("=", 1)[0].lstrip("+~")
+        if key.split(".")[0] == "hydra" or "/" in key or "@" in key or key in groups:
+            continue  # Hydra's own settings and config-group choices: Hydra checks those itself
+        parts = key.split(".")
+        if any(".".join(parts[:i]) in keys and (i == len(parts) or keys[".".join(parts[:i])])
+               for i in range(1, len(parts) + 1)):
+            continue
+        close = difflib.get_close_matches(key, list(keys) + sorted(groups), n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else "no similar key exists"
+        problems.append(f"unknown config key '{key}' in override '{arg}': {hint}")
+    return problems
+
+
 if __name__ == "__main__":
+    problems = unknown_key_problems(sys.argv[1:])
+    if problems:
+        sys.exit("\n".join(problems) + "\nValid keys are the fields of RunConfig (src/opsd_sweep/config.py); "
+                 "`python -m opsd_sweep --cfg job` prints the composed config.")
     main()

@@ -2,11 +2,16 @@
 
 Each phase is a subprocess on the run dir with an explicit GPU set, so a crash, OOM or hang in a
 phase never takes the orchestrator down; a failed run is recorded in status.json, never raised.
+A cycle picks up where an interrupted one stopped: training resumes from its newest checkpoint and a
+phase whose output is complete is not run again.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -14,16 +19,20 @@ import time
 import traceback
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from opsd_sweep.config import RunConfig, semantic_dict, to_dict
-from opsd_sweep.runs import (RunClaimedError, RunDir, atomic_write_text, claim_run, find_run_dir,
-                             release_run, run_key, run_slug, utc_now)
+from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.runs import (Claim, RunClaimedError, RunDir, atomic_write_text, claim_run, current_owner,
+                             find_run_dir, owner_alive, read_json, release_run, run_key, run_slug,
+                             slurm_job_id, utc_now)
+
+PHASES = (("train", "training"), ("evaluate", "evaluating"))  # (phase, the state while it runs)
 
 
 class PhaseFailed(RuntimeError):
     def __init__(self, phase: str, returncode: int, log: Path):
-        super().__init__(f"{phase} phase exited with code {returncode}; see {log}")
+        how = f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with code {returncode}"
+        super().__init__(f"{phase} phase {how}; see {log}")
         self.log = log
 
 
@@ -39,77 +48,133 @@ def visible_gpus() -> list[str]:
     return [g for g in value.split(",") if g.strip() != ""]
 
 
-def run_cycle(run: RunConfig) -> dict:
-    """Run one train-then-eval cycle unless it is done (or claimed by a live process).
+def run_gpus(num_gpus: int) -> list[str]:
+    """The GPUs this run uses: the first `num_gpus` visible ones (all GPUs count as visible when
+    CUDA_VISIBLE_DEVICES is unset). Raises when fewer are visible."""
+    if num_gpus == 0:
+        return []
+    visible = visible_gpus() if "CUDA_VISIBLE_DEVICES" in os.environ else [str(i) for i in range(num_gpus)]
+    if len(visible) < num_gpus:
+        raise RuntimeError(f"train.num_gpus={num_gpus} but only GPUs {visible} are visible "
+                           f"(CUDA_VISIBLE_DEVICES); give the job more GPUs or lower train.num_gpus")
+    return visible[:num_gpus]
 
-    Returns a small dict: key, run_dir, state ('done' | 'failed' | 'skipped'), and the metric.
+
+def skip_reason(run: RunConfig, status: dict) -> str | None:
+    """Why this run must not run now (its status says it is settled), or None."""
+    state = status.get("state")
+    if state == "done" and not run.force:
+        return "already done"
+    # A SLURM job requeued after a preemption continues its own run even if the kill marked it failed.
+    requeued_here = status.get("job_id") is not None and status.get("job_id") == slurm_job_id()
+    if state == "failed" and not (run.rerun_failed or run.force or requeued_here):
+        return "failed before (rerun_failed=true retries it)"
+    return None
+
+
+def run_cycle(run: RunConfig) -> dict:
+    """Run one train-then-eval cycle unless it is settled or claimed by a live process.
+
+    Returns a small dict: key, run_dir, state ('done' | 'failed' | 'skipped', with a reason).
     """
     key, run_dir = locate_run(run)
-    previous = run_dir.read_status()
-    if previous.get("state") == "done" and not run.force:
-        print(f"[opsd_sweep] skip {run_dir.path.name}: already done", flush=True)
-        return {"key": key, "run_dir": str(run_dir.path), "state": "skipped", "reason": "done"}
-    if previous.get("state") == "failed" and not (run.rerun_failed or run.force):
-        print(f"[opsd_sweep] skip {run_dir.path.name}: failed before (rerun_failed=true retries it)", flush=True)
-        return {"key": key, "run_dir": str(run_dir.path), "state": "skipped", "reason": "failed"}
-    try:
-        owner = claim_run(run_dir)
-    except RunClaimedError as err:
-        print(f"[opsd_sweep] skip {run_dir.path.name}: {err}", flush=True)
-        return {"key": key, "run_dir": str(run_dir.path), "state": "skipped", "reason": "claimed"}
-    try:
-        return _run_claimed(run, key, run_dir, previous, owner)
-    finally:
-        release_run(run_dir)
+    result = {"key": key, "run_dir": str(run_dir.path)}
+    reason = skip_reason(run, run_dir.read_status())
+    if reason is None:
+        try:
+            claim = claim_run(run_dir)
+        except RunClaimedError as err:
+            reason = str(err)
+        else:
+            try:
+                # Read again under the claim: another sweep may have finished the run meanwhile.
+                previous = run_dir.read_status()
+                reason = skip_reason(run, previous)
+                if reason is None:
+                    return result | _run_claimed(run, key, run_dir, previous, claim)
+            finally:
+                release_run(claim)
+    print(f"[opsd_sweep] skip {run_dir.path.name}: {reason}", flush=True)
+    return result | {"state": "skipped", "reason": reason}
 
 
-def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, owner: dict) -> dict:
-    if run.force and previous.get("state") == "done":
-        run_dir.eval_json.unlink(missing_ok=True)
+def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
+    if run.force and previous.get("state") == "done":  # a forced rerun starts from scratch
+        shutil.rmtree(run_dir.train_dir, ignore_errors=True)
+        shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
+        previous = {"attempts": previous.get("attempts", 0)}
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
-    gpus = visible_gpus()
-    t = run.train
-    print(f"[opsd_sweep] run {run_dir.path.name}: {max(t.num_gpus, 1)} x {t.per_device_batch_size} x "
-          f"{t.grad_accum_steps} = {t.global_batch_size} prompts/step, {t.max_steps} steps, "
-          f"GPUs {gpus or 'none (CPU)'}", flush=True)
+    phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
+    gpu_hours = previous.get("gpu_hours") if isinstance(previous.get("gpu_hours"), (int, float)) else 0.0
+    owner = claim.owner
     run_dir.update_status(key=key, state="pending", attempts=previous.get("attempts", 0) + 1,
-                          host=socket.gethostname(), pid=os.getpid(), job_id=owner.get("job_id"),
-                          gpus=gpus, started_at=utc_now(), ended_at=None, error=None,
-                          phase_seconds=previous.get("phase_seconds", {}), gpu_hours={})
-    phase_seconds: dict[str, float] = {}
+                          host=owner["host"], pid=owner["pid"], job_id=owner["job_id"], gpus=[],
+                          started_at=utc_now(), ended_at=None, error=None,
+                          phase_seconds=phase_seconds, gpu_hours=gpu_hours)
     try:
-        for phase, state in (("train", "training"), ("evaluate", "evaluating")):
+        gpus = run_gpus(run.train.num_gpus)
+        run_dir.update_status(gpus=gpus)
+        t = run.train
+        print(f"[opsd_sweep] run {run_dir.path.name}: {max(t.num_gpus, 1)} x {t.per_device_batch_size} x "
+              f"{t.grad_accum_steps} = {t.global_batch_size} prompts/step, {t.max_steps} steps, "
+              f"GPUs {gpus or 'none (CPU)'}", flush=True)
+        for phase, state in PHASES:
+            if _phase_complete(phase, run, run_dir):
+                continue
             run_dir.update_status(state=state)
             started = time.monotonic()
-            _run_phase(phase, run, run_dir, gpus)
-            phase_seconds[phase] = round(time.monotonic() - started, 2)
-            run_dir.update_status(phase_seconds=phase_seconds)
+            try:
+                _run_phase(phase, run, run_dir, gpus)
+            finally:  # count the time even when the phase fails
+                seconds = time.monotonic() - started
+                phase_seconds[phase] = round(phase_seconds.get(phase, 0.0) + seconds, 2)
+                gpu_hours = round(gpu_hours + seconds * len(gpus) / 3600, 4)
+                run_dir.update_status(phase_seconds=phase_seconds, gpu_hours=gpu_hours)
     except Exception as err:  # record any failure; the sweep goes on
         message = str(err) if isinstance(err, PhaseFailed) else traceback.format_exc(limit=3)
         log = str(err.log) if isinstance(err, PhaseFailed) else None
-        run_dir.update_status(state="failed", ended_at=utc_now(), error={"message": message, "log": log},
-                              phase_seconds=phase_seconds, gpu_hours=_gpu_hours(phase_seconds, gpus))
+        run_dir.update_status(state="failed", ended_at=utc_now(), error={"message": message, "log": log})
         print(f"[opsd_sweep] FAILED {run_dir.path.name}: {message}", flush=True)
-        return {"key": key, "run_dir": str(run_dir.path), "state": "failed", "error": message}
-    status = run_dir.update_status(state="done", ended_at=utc_now(), phase_seconds=phase_seconds,
-                                   gpu_hours=_gpu_hours(phase_seconds, gpus))
-    print(f"[opsd_sweep] done {run_dir.path.name} in {sum(phase_seconds.values()):.1f}s", flush=True)
-    return {"key": key, "run_dir": str(run_dir.path), "state": status["state"]}
+        return {"state": "failed", "error": message}
+    run_dir.update_status(state="done", ended_at=utc_now())
+    print(f"[opsd_sweep] done {run_dir.path.name}: {phase_seconds}", flush=True)
+    return {"state": "done"}
 
 
-def _gpu_hours(phase_seconds: dict[str, float], gpus: list[str]) -> dict[str, float]:
-    return {phase: round(seconds * len(gpus) / 3600, 4) for phase, seconds in phase_seconds.items()}
+def _final_checkpoint(run: RunConfig, run_dir: RunDir) -> Path | None:
+    found = run_dir.checkpoints()
+    return found[-1][1] if found and found[-1][0] >= run.train.max_steps else None
 
 
-def phase_command(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> list[str]:
-    """The argument list of a phase. Multi-GPU training goes through `accelerate launch`."""
+def _phase_complete(phase: str, run: RunConfig, run_dir: RunDir) -> bool:
+    """Training is complete at the final checkpoint; evaluation when eval.json is of that checkpoint."""
+    final = _final_checkpoint(run, run_dir)
+    if phase == "train" or final is None:
+        return final is not None
+    return run_dir.eval_json.exists() and read_json(run_dir.eval_json).get("checkpoint") == str(final)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def phase_command(phase: str, run_dir: RunDir, gpus: list[str]) -> list[str]:
+    """The argument list of a phase. Multi-GPU training goes through `accelerate launch`, on the port
+    the launcher reserved for this job (OPSD_MAIN_PORT) or a free one."""
     module = f"opsd_sweep.{phase}"
     if phase == "train" and len(gpus) > 1:
-        port = str(29500 + (int(run_key(semantic_dict(run))[:4], 16) % 2000))  # distinct per run
+        port = os.environ.get("OPSD_MAIN_PORT") or str(free_port())
         return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(len(gpus)),
-                "--main_process_port", os.environ.get("OPSD_MAIN_PORT", port),
-                "-m", module, str(run_dir.path)]
+                "--main_process_port", port, "-m", module, str(run_dir.path)]
     return [sys.executable, "-m", module, str(run_dir.path)]
+
+
+def _die_with_parent() -> None:
+    """In the phase process: get SIGKILL when the cycle process dies, so a killed sweep leaves no
+    orphan still writing into the run dir (Linux prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> None:
@@ -119,7 +184,45 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
     with open(log, "a") as handle:
         handle.write(f"\n=== {utc_now()} {phase} ===\n")
         handle.flush()
-        proc = subprocess.run(phase_command(phase, run, run_dir, gpus), stdout=handle,
-                              stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.run(phase_command(phase, run_dir, gpus), stdout=handle, stderr=subprocess.STDOUT,
+                              env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     if proc.returncode != 0:
         raise PhaseFailed(phase, proc.returncode, log)
+
+
+# --- hooks for the launchers (hydra.launcher.validate / on_lost / probe in conf/hydra/launcher/) ---
+
+def validate_job(job_cfg: DictConfig) -> None:
+    """Raise ConfigError when a composed job config cannot run (the launcher checks the whole grid)."""
+    load_run_config(job_cfg)
+
+
+def probe_job(job_cfg: DictConfig) -> tuple[str, str]:
+    """What a launcher should do with a job before submitting it: ('skip' | 'wait' | 'submit', why)."""
+    run = load_run_config(job_cfg)
+    _, run_dir = locate_run(run)
+    reason = skip_reason(run, run_dir.read_status())
+    if reason is not None:
+        return "skip", reason
+    owner = current_owner(run_dir)
+    if owner is not None and owner_alive(owner):
+        return "wait", str(RunClaimedError(run_dir, owner))
+    return "submit", "not done"
+
+
+def record_lost_job(job_cfg: DictConfig, error: dict, owner: dict) -> None:
+    """Mark the run failed when the process that ran it died without saying so (SIGKILL, OOM, scancel).
+
+    `owner` names that process ({"host", "pid"} or {"job_id"}); a run that another live process holds
+    now, or that has already settled, is left alone.
+    """
+    run = load_run_config(job_cfg)
+    key, run_dir = locate_run(run)
+    status = run_dir.read_status()
+    if status.get("state") in ("done", "failed"):
+        return
+    ours = all(status.get(field) in (None, value) for field, value in owner.items())
+    holder = current_owner(run_dir)
+    if not ours or (holder is not None and owner_alive(holder)):
+        return
+    run_dir.update_status(key=key, state="failed", ended_at=utc_now(), error=error)

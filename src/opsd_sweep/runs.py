@@ -6,12 +6,13 @@ lands in the same directory, and a finished run is never repeated.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import socket
+import subprocess
 import tempfile
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,7 +48,8 @@ def read_json(path: Path | str) -> Any:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    """ISO 8601 UTC with milliseconds (status tables and overlap checks need sub-second order)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 # --- identity ------------------------------------------------------------------------------------
@@ -84,8 +86,9 @@ class RunDir:
         return self.path / "status.json"
 
     @property
-    def claim(self) -> Path:
-        return self.path / "claim.lock"
+    def claims(self) -> Path:
+        """Numbered claim files (see claim_run); the highest number is the current owner."""
+        return self.path / "claims"
 
     @property
     def train_dir(self) -> Path:
@@ -145,53 +148,167 @@ def find_run_dir(group_dir: Path, key: str, slug: str) -> RunDir:
     return RunDir(existing[0] if existing else group_dir / f"{slug}-{key[:8]}")
 
 
+# --- owners: who runs a run, and are they still alive -------------------------------------------
+
+# SLURM states in which a job may still write to its run (COMPLETING: its processes are being killed).
+SLURM_LIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
+                     "REQUEUE_FED", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT")
+
+
+def slurm_job_id() -> str | None:
+    """This process's SLURM job as squeue shows it (array tasks as ARRAY_TASK), or None outside SLURM."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID")
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of a process in clock ticks since boot (tells a live owner from a reused pid)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22 of proc(5); comm may contain spaces
+
+
+def owner_info() -> dict:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "pid_start": _process_start(pid),
+            "job_id": slurm_job_id(), "nonce": uuid.uuid4().hex, "claimed_at": utc_now()}
+
+
+def pid_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by another user
+    return start is None or _process_start(pid) in (None, start)
+
+
+def slurm_job_state(job_id: str) -> str | None:
+    """The job's SLURM state (squeue, then sacct once the controller forgot it); None if SLURM can't tell."""
+    commands = (["squeue", "-h", "-j", job_id, "-o", "%T"], ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"])
+    for command in commands:
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        states = proc.stdout.split()
+        if proc.returncode == 0 and states:
+            return states[0].split()[0]  # sacct says e.g. "CANCELLED by 0"
+    return None
+
+
+def owner_alive(owner: dict) -> bool:
+    """Whether a claim's owner may still be running the run.
+
+    Same host: its pid (with the same start time) must exist. Elsewhere: its SLURM job must be live;
+    a claim left by an earlier incarnation of this very SLURM job (requeue) is stale. Another host
+    without a SLURM job cannot be checked from here: it counts as alive.
+    """
+    if owner.get("host") == socket.gethostname():
+        return pid_alive(int(owner["pid"]), owner.get("pid_start"))
+    job = owner.get("job_id")
+    if not job:
+        return True
+    if job == slurm_job_id():
+        return False
+    state = slurm_job_state(job)
+    return state is None or state in SLURM_LIVE_STATES
+
+
 # --- claims --------------------------------------------------------------------------------------
+#
+# A claim is a numbered file under <run>/claims/ holding its owner; the highest number is the current
+# owner. A file is created complete (written to a temp name, then hard-linked: link fails if the name
+# exists), so exactly one process creates each number. Taking over a stale claim N means creating
+# N + 1; two processes that both judged N stale race for the same name and one loses. A claimer that
+# sees a higher number after creating its own has lost and withdraws.
 
 class RunClaimedError(RuntimeError):
     """Another live process holds this run."""
 
+    def __init__(self, run_dir: RunDir, owner: dict | None):
+        where = f"{owner.get('host')} pid {owner.get('pid')}" if owner else "a concurrent claimer"
+        job = f" (SLURM job {owner['job_id']})" if owner and owner.get("job_id") else ""
+        super().__init__(f"{run_dir.path.name} is being run by {where}{job}")
+        self.owner = owner
 
-def owner_info() -> dict:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "job_id": os.environ.get("SLURM_JOB_ID"),
-            "claimed_at": utc_now()}
+
+@dataclass(frozen=True)
+class Claim:
+    path: Path
+    owner: dict
 
 
-def _owner_alive(owner: dict) -> bool:
-    """Whether a claim's owner still runs. On another host we cannot tell: assume alive."""
-    if owner.get("host") != socket.gethostname():
-        return True
+def _claim_numbers(run_dir: RunDir) -> list[int]:
     try:
-        os.kill(int(owner["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return sorted(int(p.name) for p in run_dir.claims.iterdir() if p.name.isdigit())
+    except FileNotFoundError:
+        return []
 
 
-def claim_run(run_dir: RunDir) -> dict:
-    """Atomically claim the run (O_EXCL lock file); take over a stale claim; raise if live."""
-    run_dir.path.mkdir(parents=True, exist_ok=True)
-    for _ in range(2):
+def _claim_path(run_dir: RunDir, number: int) -> Path:
+    return run_dir.claims / f"{number:08d}"
+
+
+def current_owner(run_dir: RunDir) -> dict | None:
+    """The owner recorded in the highest claim file (alive or not), or None when nobody claims the run."""
+    for number in reversed(_claim_numbers(run_dir)):
         try:
-            fd = os.open(run_dir.claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except OSError as err:
-            if err.errno != errno.EEXIST:
-                raise
-            try:
-                owner = read_json(run_dir.claim)
-            except (FileNotFoundError, json.JSONDecodeError):
-                continue  # released or half-written right now: try again
-            if _owner_alive(owner):
-                raise RunClaimedError(f"{run_dir.path} is being run by {owner}") from None
-            run_dir.claim.unlink(missing_ok=True)  # stale: its owner is gone
-            continue
-        owner = owner_info()
+            return read_json(_claim_path(run_dir, number))
+        except FileNotFoundError:
+            continue  # released while we looked
+    return None
+
+
+def _create_exclusive(path: Path, data: dict) -> bool:
+    """Create `path` with its full content in one step; False if the name exists."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".claim-", suffix=".tmp")
+    try:
         with os.fdopen(fd, "w") as handle:
-            json.dump(owner, handle)
-        return owner
-    raise RunClaimedError(f"{run_dir.path}: could not claim (contended)")
+            json.dump(data, handle)
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
 
 
-def release_run(run_dir: RunDir) -> None:
-    run_dir.claim.unlink(missing_ok=True)
+def claim_run(run_dir: RunDir, attempts: int = 8) -> Claim:
+    """Claim the run for this process, taking over a stale claim; raise RunClaimedError if it is live."""
+    run_dir.claims.mkdir(parents=True, exist_ok=True)
+    owner = owner_info()
+    for _ in range(attempts):
+        numbers = _claim_numbers(run_dir)
+        if numbers:
+            try:
+                holder = read_json(_claim_path(run_dir, numbers[-1]))
+            except FileNotFoundError:
+                continue  # released while we looked
+            if owner_alive(holder):
+                raise RunClaimedError(run_dir, holder)
+        mine = numbers[-1] + 1 if numbers else 1
+        path = _claim_path(run_dir, mine)
+        if not _create_exclusive(path, owner):
+            continue  # another claimer took this number first: look again
+        if _claim_numbers(run_dir)[-1] != mine:
+            path.unlink()  # someone went higher while we created ours: theirs stands
+            continue
+        for number in numbers:  # superseded claims of dead owners
+            _claim_path(run_dir, number).unlink(missing_ok=True)
+        return Claim(path, owner)
+    raise RunClaimedError(run_dir, None)
+
+
+def release_run(claim: Claim) -> None:
+    """Drop our claim (unless a takeover already replaced it)."""
+    try:
+        if read_json(claim.path).get("nonce") == claim.owner["nonce"]:
+            claim.path.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass

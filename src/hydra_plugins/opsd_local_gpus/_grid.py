@@ -1,0 +1,97 @@
+"""Compose and check every job of a sweep before the first one starts."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Optional, Sequence
+
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra.errors import CompactHydraException
+from hydra.types import HydraContext
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+
+# Compact: Hydra prints only the message of these errors, which says everything (no traceback).
+class SweepConfigError(CompactHydraException, ValueError):
+    """Some jobs of the sweep cannot run; nothing was started. The message lists each problem."""
+
+
+class JobFailedError(CompactHydraException, RuntimeError):
+    """A job of the sweep failed; the message lists every failed job of the sweep."""
+
+
+@dataclass
+class PlannedJob:
+    num: int                  # hydra.job.num: the job's index in the whole sweep
+    overrides: list[str]
+    config: DictConfig        # the composed job config, hydra node included
+    gpus: int                 # GPUs it needs
+
+    @property
+    def label(self) -> str:
+        return f"#{self.num} " + (" ".join(filter_overrides(self.overrides)) or "(no overrides)")
+
+    def task_config(self) -> DictConfig:
+        """The job config as the task sees it (without the hydra node)."""
+        cfg = OmegaConf.masked_copy(self.config, [k for k in self.config if k != "hydra"])
+        assert isinstance(cfg, DictConfig)
+        return cfg
+
+    def job_return(self, status: JobStatus, value: object) -> JobReturn:
+        """A JobReturn for a job that never returned one itself (not started, lost, run elsewhere)."""
+        return JobReturn(overrides=self.overrides, cfg=self.task_config(),
+                         hydra_cfg=OmegaConf.create({"hydra": self.config.hydra}),
+                         task_name=str(self.config.hydra.job.name), status=status, _return_value=value)
+
+
+def load_hooks(name: Optional[str]) -> Optional[ModuleType]:
+    return importlib.import_module(name) if name else None
+
+
+def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],
+              initial_job_idx: int, hooks: Optional[ModuleType], job_id: str) -> list[PlannedJob]:
+    """Compose every job (Hydra's launch contract: load_sweep_config, job.id, job.num) and check it with
+    the hooks; raise one SweepConfigError naming every invalid job."""
+    jobs, problems = [], {}
+    for offset, overrides in enumerate(job_overrides):
+        num = initial_job_idx + offset
+        try:
+            cfg = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+            with open_dict(cfg):
+                cfg.hydra.job.id = job_id.format(num=num)
+                cfg.hydra.job.num = num
+            job = PlannedJob(num, list(overrides), cfg, int(cfg.hydra.launcher.gpus_per_job))
+            if hooks is not None:
+                hooks.validate_job(job.task_config())
+        except Exception as err:  # gather every problem, then report them together
+            problems.setdefault(str(err).strip(), []).append(f"#{num} {' '.join(overrides)}")
+            continue
+        jobs.append(job)
+    if problems:
+        raise SweepConfigError(describe_problems(problems, len(job_overrides)))
+    return jobs
+
+
+def describe_problems(problems: dict[str, list[str]], total: int) -> str:
+    """One message for the whole grid: each distinct problem once, with the jobs it hits."""
+    hit = sum(len(jobs) for jobs in problems.values())
+    lines = [f"the sweep was not started: {hit} of {total} jobs cannot run."]
+    for message, jobs in problems.items():
+        shown = ", ".join(jobs[:3]) + (f" and {len(jobs) - 3} more" if len(jobs) > 3 else "")
+        lines.append(f"* {shown}:")
+        lines.extend("    " + line for line in message.splitlines())
+    return "\n".join(lines)
+
+
+def check_gpu_capacity(jobs: list[PlannedJob], capacity: int, where: str, fix: str) -> None:
+    """Raise SweepConfigError when a job needs more GPUs than one place to run it has."""
+    too_big = {}
+    for job in jobs:
+        if job.gpus > capacity:
+            too_big.setdefault(f"needs {job.gpus} GPUs but {where} has {capacity}; {fix}", []).append(job.label)
+        elif job.gpus < 0:
+            too_big.setdefault(f"gpus_per_job={job.gpus} must be >= 0", []).append(job.label)
+    if too_big:
+        raise SweepConfigError(describe_problems(too_big, len(jobs)))

@@ -1,0 +1,123 @@
+"""The local scheduler: plan the grid, then keep starting jobs as their GPUs or CPU slots free up."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+
+from ._grid import JobFailedError, PlannedJob, check_gpu_capacity, load_hooks, plan_jobs
+from ._report import Progress, outcome, settle
+from ._slots import Slots, discover_gpus, reserve_ports
+from ._worker import Worker, start_worker
+
+if TYPE_CHECKING:
+    from .local_launcher import LocalGpusLauncher
+
+log = logging.getLogger(__name__)
+
+
+def launch_local(launcher: LocalGpusLauncher, job_overrides: Sequence[Sequence[str]],
+                 initial_job_idx: int) -> list[JobReturn]:
+    assert launcher.config is not None and launcher.hydra_context is not None
+    config = launcher.config
+    setup_globals()
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    hooks = load_hooks(launcher.hooks)
+    jobs = plan_jobs(launcher.hydra_context, config, job_overrides, initial_job_idx, hooks, job_id="{num}")
+    gpus = discover_gpus(launcher.gpus) if any(job.gpus for job in jobs) else []
+    check_gpu_capacity(jobs, len(gpus), f"the launcher (GPUs {gpus})",
+                       "lower the job's GPU count (train.num_gpus and the batch sizes) or give more GPUs "
+                       "with hydra.launcher.gpus=[...] or CUDA_VISIBLE_DEVICES")
+    log.info(f"Launching {len(jobs)} jobs locally: GPUs {gpus or 'none'}, "
+             f"{launcher.max_parallel} slot(s) for CPU-only jobs")
+    progress = Progress(len(jobs))
+    returns = _Scheduler(launcher, jobs, Slots(gpus, launcher.max_parallel), progress, hooks).run()
+    return settle(jobs, returns, progress)
+
+
+class _Scheduler:
+    def __init__(self, launcher: LocalGpusLauncher, jobs: list[PlannedJob], slots: Slots, progress: Progress,
+                 hooks) -> None:
+        self.launcher, self.jobs, self.slots, self.progress, self.hooks = launcher, jobs, slots, progress, hooks
+        self.cpu_threads = max(1, len(os.sched_getaffinity(0)) // launcher.max_parallel)
+
+    def run(self) -> list[JobReturn]:
+        pending, running, returns = list(self.jobs), {}, {}
+        stopped_by = None  # the failed job that made fail_fast stop the sweep
+        try:
+            while pending or running:
+                if stopped_by is None:
+                    for job in list(pending):  # first come first served; smaller jobs fill the gaps
+                        gpus = self.slots.take(job.gpus)
+                        if gpus is not None:
+                            pending.remove(job)
+                            running[job.num] = self._start(job, gpus, running)
+                if not running:
+                    break
+                for worker in self._wait(running):
+                    del running[worker.job.num]
+                    ret = returns[worker.job.num] = self._finish(worker)
+                    if self.launcher.fail_fast and stopped_by is None and outcome(ret)[0]:
+                        stopped_by = worker.job
+                        log.info(f"fail_fast: {worker.job.label} failed; no further jobs start")
+        finally:
+            for worker in running.values():  # interrupted (Ctrl-C): stop what still runs
+                worker.process.terminate()
+                worker.process.join(10)
+        for job in pending:
+            error = JobFailedError(f"not started: fail_fast stopped the sweep after {stopped_by.label} failed")
+            returns[job.num] = job.job_return(JobStatus.FAILED, error)
+        return [returns[job.num] for job in self.jobs]
+
+    def _start(self, job: PlannedJob, gpus: list[str], running: dict[int, Worker]) -> Worker:
+        ports = reserve_ports({p for w in running.values() for p in w.ports}, 2)
+        # Distinct ports per concurrent job: accelerate's main process and vLLM's base port.
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus), "OPSD_MAIN_PORT": str(ports[0]),
+               "MASTER_PORT": str(ports[0]), "VLLM_PORT": str(ports[1])}
+        if not gpus and "OMP_NUM_THREADS" not in os.environ:
+            env["OMP_NUM_THREADS"] = str(self.cpu_threads)  # concurrent CPU jobs share the cores
+        worker = start_worker(job, gpus, ports, env, self.launcher.hydra_context, self.launcher.task_function)
+        self.progress.started(job, f"GPUs {','.join(gpus)}" if gpus else "CPU")
+        return worker
+
+    @staticmethod
+    def _wait(running: dict[int, Worker]) -> list[Worker]:
+        """Block until at least one worker has exited; collect returns sent meanwhile."""
+        while True:
+            by_handle = {w.process.sentinel: w for w in running.values()}
+            by_handle |= {w.conn: w for w in running.values() if w.awaiting_return}
+            ready = wait(list(by_handle))
+            for handle in ready:
+                by_handle[handle].receive()  # read as it arrives: a large return must not block its sender
+            exited = [w for w in running.values() if w.process.sentinel in ready]
+            if exited:
+                return exited
+
+    def _finish(self, worker: Worker) -> JobReturn:
+        worker.process.join()
+        worker.receive()
+        self.slots.give(worker.gpus)
+        ret = worker.ret if worker.ret is not None else self._lost(worker)
+        self.progress.ended(worker.job, ret, time.monotonic() - worker.started)
+        return ret
+
+    def _lost(self, worker: Worker) -> JobReturn:
+        code = worker.process.exitcode
+        how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited {code}"
+        message = f"job process {worker.process.pid} {how} before returning"
+        if self.hooks is not None:
+            try:
+                self.hooks.record_lost_job(worker.job.task_config(), {"message": message, "log": None},
+                                           {"host": socket.gethostname(), "pid": worker.process.pid})
+            except Exception as err:  # recording is best effort; the failure is reported either way
+                log.warning(f"could not record {worker.job.label} as failed: {err}")
+        return worker.job.job_return(JobStatus.FAILED, RuntimeError(message))

@@ -1,0 +1,38 @@
+"""`hydra/launcher=local_gpus`: run a sweep's jobs concurrently on one machine, each on its own GPUs."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+class LocalGpusLauncher(Launcher):
+    """Packs jobs onto disjoint GPU sets: each job is a process with CUDA_VISIBLE_DEVICES set to the
+    GPUs it asked for (hydra.launcher.gpus_per_job), started as soon as they are free; CPU-only jobs
+    share hydra.launcher.max_parallel slots. The whole grid is checked before the first job starts; a
+    failed job is reported and the others go on (unless fail_fast)."""
+
+    def __init__(self, gpus: Optional[List[Any]], gpus_per_job: int, max_parallel: int, fail_fast: bool,
+                 hooks: Optional[str]) -> None:
+        del gpus_per_job  # read from each job's own config: it may differ across the grid
+        self.gpus = list(gpus) if gpus is not None else None
+        self.max_parallel = max_parallel
+        self.fail_fast = fail_fast
+        self.hooks = hooks
+        self.config: Optional[DictConfig] = None
+        self.hydra_context: Optional[HydraContext] = None
+        self.task_function: Optional[TaskFunction] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from ._local import launch_local  # the scheduler loads only when a sweep runs
+
+        return launch_local(self, job_overrides, initial_job_idx)
