@@ -73,6 +73,8 @@ class RolloutConfig:
     top_p: float = MISSING
     top_k: int = MISSING
     max_new_tokens: int = MISSING
+    gpu_memory_utilization: float = MISSING  # vllm: share of each GPU for the colocated engine
+    vllm_sleep: bool = MISSING               # vllm: free the engine's memory during the training step
 
 
 @dataclass
@@ -80,6 +82,7 @@ class LossConfig:
     beta: float = MISSING
     clip_mode: str = MISSING
     temperature: float = MISSING
+    chunk_size: int = MISSING  # completion tokens per fp32 chunk of the loss (memory, not maths)
 
 
 @dataclass
@@ -174,6 +177,7 @@ class RunConfig:
 # enter the run key, so moving a results folder or switching launcher never repeats a finished run.
 NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "baseline")
 NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",), "eval": ("path", "batch_size", "backend"),
+                          "rollout": ("gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
                           "tiny": ("dir",)}
 
 CHOICES = {
@@ -252,9 +256,12 @@ def validate(run: RunConfig) -> list[str]:
     need(r.temperature > 0, f"rollout.temperature={r.temperature} must be > 0")
     need(0 < r.top_p <= 1, f"rollout.top_p={r.top_p} must be in (0, 1]")
     need(r.max_new_tokens >= 1, f"rollout.max_new_tokens={r.max_new_tokens} must be >= 1")
+    need(0 < r.gpu_memory_utilization < 1,
+         f"rollout.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1) (the trainer needs the rest)")
     lo = run.loss
     need(0.0 <= lo.beta <= 1.0, f"loss.beta={lo.beta} must be in [0, 1] (0 = forward KL, 1 = reverse KL)")
     need(lo.temperature > 0, f"loss.temperature={lo.temperature} must be > 0")
+    need(lo.chunk_size >= 1, f"loss.chunk_size={lo.chunk_size} must be >= 1 (e.g. loss.chunk_size=256)")
     if lo.clip_mode != "none":
         need(run.clip is not None and run.clip > 0,
              f"clip={run.clip} must be > 0 with loss.clip_mode={lo.clip_mode} (or set loss.clip_mode=none)")

@@ -1,8 +1,9 @@
 """Student/teacher batches: prompts left-padded, completions right-padded after them.
 
 Layout per row: [pad ... pad | prompt | completion | pad ... pad] with explicit position ids that
-count only real tokens, so prompt + completion are contiguous for student and teacher alike, and
-the completion occupies the same columns in every row (the last T_c columns of the batch).
+count only real tokens, so prompt + completion are contiguous for student and teacher alike (no pad
+between them, no RoPE position spent on padding), and the completion occupies the same columns in
+every row (the last T columns of the batch).
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ class Batch:
         return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.position_ids.to(device),
                      self.completion_mask.to(device), self.completion_len)
 
+    @property
+    def n_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
 
 def collate(prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> Batch:
-    """Build one batch; logits for completion token j come from column P + j - 1."""
+    """Build one batch; the hidden state that predicts completion token j sits at column P + j - 1."""
     prompt_len = max(len(p) for p in prompts)
     comp_len = max(max(len(c) for c in completions), 1)
     rows, masks, comp_masks = [], [], []
@@ -41,8 +46,13 @@ def collate(prompts: list[list[int]], completions: list[list[int]], pad_id: int)
     return Batch(torch.tensor(rows), attention_mask, position_ids, torch.tensor(comp_masks), comp_len)
 
 
-def completion_logits(model, batch: Batch) -> torch.Tensor:
-    """Logits [B, T, V] that predict the completion tokens; the LM head runs on those columns only."""
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                position_ids=batch.position_ids, logits_to_keep=batch.completion_len + 1, use_cache=False)
-    return out.logits[:, :-1]
+def completion_hidden(decoder, batch: Batch) -> torch.Tensor:
+    """Final hidden states [B, T, H] at the columns that predict the completion tokens.
+
+    `decoder` is the transformer body without the LM head (model.get_decoder()): the head is applied
+    later, chunk by chunk, inside the loss.
+    """
+    out = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                  position_ids=batch.position_ids, use_cache=False)
+    start = batch.input_ids.shape[1] - batch.completion_len - 1
+    return out.last_hidden_state[:, start:start + batch.completion_len]

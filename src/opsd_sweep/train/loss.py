@@ -1,82 +1,233 @@
 """The OPSD loss: generalized JSD between teacher and student next-token distributions.
 
-Shapes: logits [B, T, V] over completion positions, mask [B, T] bool (True = a completion token).
-Per position the vocab-wise divergence D_v is computed in fp32, optionally clipped, summed over the
-vocabulary, and averaged over valid positions.
+Per completion position and vocabulary entry v (both logits divided by the temperature first):
+  beta = 0       D_v = p_T (log p_T - log p_S)                      forward KL(teacher || student)
+  beta = 1       D_v = p_S (log p_S - log p_T)                      reverse KL
+  0 < beta < 1   D_v = beta p_T log(p_T / M) + (1 - beta) p_S log(p_S / M),  M = beta p_T + (1 - beta) p_S
+Clip modes: `elementwise` D_v <- min(D_v, clip) before the sum over v (the paper's jsd_token_clip);
+`per_token` L = min(sum_v D_v, clip) (a trust region); `none`. top_k: both distributions are
+gathered at the teacher's k largest logits and renormalised over that subset.
+Loss = mean over valid completion tokens of the (clipped) vocabulary sum.
+
+Memory: the divergence is computed in fp32 one chunk of tokens at a time, and its gradient with
+respect to the chunk's logits is formed right there in closed form, so no fp32 [tokens, V] tensor
+outlives its chunk. `opsd_loss_from_hidden` goes one step further and projects hidden states
+through the LM head chunk by chunk, so full-vocabulary logits for the whole completion never exist
+at once (the trainer's path). Both equal the plain formula above, values and gradients (tests).
+
+Gradient: the loss sees the student only through p_S = softmax(z_S). With r_v = p_S,v dD_v/dp_S,v
+and w_v the clip's pass-through weight (1; [D_v <= clip] elementwise; [sum_v D_v <= clip] per
+token): dL/dz_S,u = (w_u r_u - p_S,u sum_v w_v r_v) / temperature, where r_v = -p_T,v (beta 0),
+p_S,v (log p_S,v - log p_T,v + 1) (beta 1), (1 - beta) p_S,v (log p_S,v - log M_v) in between.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 CLIP_MODES = ("none", "elementwise", "per_token")
+DIAGNOSTICS = ("kl_true", "kl_discarded", "clipped_vocab_per_tok", "kl_p50", "kl_p75", "kl_p90",
+               "frac_tok_over_clip")
 
 
-def vocab_divergence(logp_s: torch.Tensor, logp_t: torch.Tensor, beta: float) -> torch.Tensor:
-    """Per-vocab-entry generalized JSD terms [..., V] from log-probabilities (fp32).
+@dataclass(frozen=True)
+class LossSpec:
+    """Everything that defines the loss; `clip=None` or `clip_mode='none'` means no clipping."""
 
-    beta = 0: p_T (log p_T - log p_S) (forward KL); beta = 1: p_S (log p_S - log p_T) (reverse KL);
-    else with M = beta p_T + (1 - beta) p_S: beta p_T log(p_T / M) + (1 - beta) p_S log(p_S / M).
+    beta: float = 0.0
+    temperature: float = 1.0
+    clip: float | None = None
+    clip_mode: str = "elementwise"
+    top_k: int | None = None
+    chunk_size: int = 256  # tokens per fp32 chunk: memory and speed only, never the result
+
+    def __post_init__(self):
+        problems = []
+        if self.clip_mode not in CLIP_MODES:
+            problems.append(f"clip_mode={self.clip_mode!r} is not one of {list(CLIP_MODES)}")
+        if self.clip is not None and self.clip <= 0:
+            problems.append(f"clip={self.clip} must be > 0 (or None for no clip)")
+        if not 0.0 <= self.beta <= 1.0:
+            problems.append(f"beta={self.beta} must be in [0, 1] (0 = forward KL, 1 = reverse KL)")
+        if self.temperature <= 0:
+            problems.append(f"temperature={self.temperature} must be > 0")
+        if self.top_k is not None and self.top_k < 1:
+            problems.append(f"top_k={self.top_k} must be >= 1 or None")
+        if self.chunk_size < 1:
+            problems.append(f"chunk_size={self.chunk_size} must be >= 1")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def mode(self) -> str:
+        """The clip mode in effect ('none' when no clip value is given)."""
+        return "none" if self.clip is None else self.clip_mode
+
+
+# --- one chunk of tokens, fp32 -------------------------------------------------------------------
+
+def chunk_divergence(zs: torch.Tensor, zt: torch.Tensor, spec: LossSpec, need_grad: bool):
+    """Per-token statistics [n, 5] and d(sum of per-token losses)/d(student logits) [n, V] (or None).
+
+    zs, zt: fp32 logits [n, V]; both are overwritten (they serve as workspace). Statistics columns:
+    loss (clipped), raw (unclipped divergence), forward KL, clipped vocab entries, clip touched (0/1).
     """
+    vocab = zs.shape[-1]
+    index = None
+    if spec.top_k is not None and spec.top_k < vocab:
+        index = zt.topk(spec.top_k, dim=-1).indices
+        zs, zt = zs.gather(-1, index), zt.gather(-1, index)
+    log_ps = _log_softmax_(zs.div_(spec.temperature))
+    log_pt = _log_softmax_(zt.div_(spec.temperature))
+    terms, r, kl = _divergence_terms(log_ps, log_pt, spec.beta)
+    raw = terms.sum(-1)
+    keep, n_clipped = None, torch.zeros_like(raw)
+    if spec.mode == "elementwise":
+        keep = terms <= spec.clip  # clamp passes the gradient where D_v <= clip
+        n_clipped = (~keep).sum(-1, dtype=torch.float32)
+        loss, touched = terms.clamp_(max=spec.clip).sum(-1), n_clipped > 0
+    elif spec.mode == "per_token":
+        keep = (raw <= spec.clip)[:, None]
+        loss, touched = raw.clamp(max=spec.clip), raw > spec.clip
+    else:
+        loss, touched = raw, torch.zeros_like(raw, dtype=torch.bool)
+    del terms
+    stats = torch.stack([loss, raw, kl, n_clipped, touched.float()], dim=1)
+    if not need_grad:
+        return stats, None
+    if keep is not None:
+        r.mul_(keep)
+    grad = r.sub_(log_ps.exp_().mul_(r.sum(-1, keepdim=True))).div_(spec.temperature)
+    if index is not None:
+        grad = grad.new_zeros(grad.shape[0], vocab).scatter_(-1, index, grad)
+    return stats, grad
+
+
+def _log_softmax_(z: torch.Tensor) -> torch.Tensor:
+    """log_softmax over the last dim, in place (saves one fp32 [n, V] buffer per distribution)."""
+    return z.sub_(z.logsumexp(-1, keepdim=True))
+
+
+def _divergence_terms(log_ps: torch.Tensor, log_pt: torch.Tensor, beta: float):
+    """(D [n, V], r [n, V], forward KL per token [n]) with r as in the module docstring.
+
+    log_pt may be consumed; log_ps is kept (the gradient needs p_S).
+    """
+    pt = log_pt.exp()
     if beta == 0.0:
-        return logp_t.exp() * (logp_t - logp_s)
+        terms = log_pt.sub_(log_ps).mul_(pt)
+        return terms, pt.neg_(), terms.sum(-1)
+    diff = log_ps - log_pt
+    kl = -(pt * diff).sum(-1)
+    ps = log_ps.exp()
     if beta == 1.0:
-        return logp_s.exp() * (logp_s - logp_t)
-    log_m = torch.logsumexp(torch.stack([logp_t + math.log(beta), logp_s + math.log(1 - beta)]), dim=0)
-    return beta * logp_t.exp() * (logp_t - log_m) + (1 - beta) * logp_s.exp() * (logp_s - log_m)
+        terms = ps * diff
+        return terms, diff.add_(1.0).mul_(ps), kl
+    log_m = torch.logaddexp(log_pt + math.log(beta), log_ps + math.log(1.0 - beta))
+    student_part = (log_ps - log_m).mul_(ps).mul_(1.0 - beta)  # this is r as well
+    terms = log_pt.sub_(log_m).mul_(pt).mul_(beta).add_(student_part)
+    return terms, student_part, kl
 
 
-def restrict_to_teacher_top_k(student_logits: torch.Tensor, teacher_logits: torch.Tensor, k: int):
-    """Both logits gathered at the teacher's k largest entries (renormalised later by log_softmax)."""
-    index = teacher_logits.topk(min(k, teacher_logits.shape[-1]), dim=-1).indices
-    return student_logits.gather(-1, index), teacher_logits.gather(-1, index)
+# --- all tokens, chunked, differentiable ---------------------------------------------------------
+
+class _ChunkedDivergence(torch.autograd.Function):
+    """Sum over the selected rows of the per-token loss; the gradient is formed during forward.
+
+    student, teacher: [N, D] rows (logits when weight is None, else hidden states projected by
+    weight [V, D]); rows: indices of the valid rows. Returns (total loss, per-token stats [n, 5]).
+    """
+
+    @staticmethod
+    def forward(ctx, student, teacher, weight, rows, spec):
+        want_input = ctx.needs_input_grad[0]
+        want_weight = weight is not None and ctx.needs_input_grad[2]
+        grad_input = torch.zeros_like(student) if want_input else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_weight else None
+        stats = [student.new_zeros((0, 5), dtype=torch.float32)]
+        for index in rows.split(spec.chunk_size):
+            s_rows, t_rows = student.index_select(0, index), teacher.index_select(0, index)
+            chunk_stats, grad = chunk_divergence(_project(s_rows, weight), _project(t_rows, weight), spec,
+                                                 need_grad=want_input or want_weight)
+            stats.append(chunk_stats)
+            if grad is None:
+                continue
+            if weight is None:
+                grad_input.index_copy_(0, index, grad.to(student.dtype))
+                continue
+            grad = grad.to(weight.dtype)
+            if want_input:
+                grad_input.index_copy_(0, index, grad @ weight)
+            if want_weight:
+                grad_weight.add_(grad.T @ s_rows)
+        stats = torch.cat(stats)
+        ctx.mark_non_differentiable(stats)
+        ctx.weight_dtype = None if weight is None else weight.dtype
+        ctx.save_for_backward(grad_input, grad_weight)
+        return stats[:, 0].sum(), stats
+
+    @staticmethod
+    def backward(ctx, grad_total, _grad_stats):
+        grad_input, grad_weight = ctx.saved_tensors
+        if grad_input is not None:
+            grad_input = grad_input * grad_total.to(grad_input.dtype)
+        if grad_weight is not None:
+            grad_weight = (grad_weight * grad_total).to(ctx.weight_dtype)
+        return grad_input, None, grad_weight, None, None
+
+
+def _project(rows: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """fp32 logits of some rows (a fresh tensor the caller may overwrite): the rows themselves
+    (already a copy made by index_select), or hidden states through the LM head."""
+    return (rows if weight is None else rows @ weight.T).float()
+
+
+def _reduce(student: torch.Tensor, teacher: torch.Tensor, weight, mask: torch.Tensor, spec: LossSpec):
+    rows = mask.reshape(-1).nonzero().squeeze(1)
+    total, stats = _ChunkedDivergence.apply(student, teacher.detach(), weight, rows, spec)
+    return total / max(rows.numel(), 1), summarize(stats)
+
+
+def summarize(stats: torch.Tensor) -> dict[str, float]:
+    """Diagnostics (floats) from per-token statistics [n, 5]; zeros when there are no tokens."""
+    if stats.shape[0] == 0:
+        return dict.fromkeys(DIAGNOSTICS, 0.0)
+    loss, raw, kl, n_clipped, touched = stats.T
+    quantiles = torch.quantile(kl, torch.tensor([0.5, 0.75, 0.9], device=kl.device))
+    values = torch.stack([kl.mean(), (raw - loss).mean(), n_clipped.mean(), *quantiles, touched.mean()])
+    return dict(zip(DIAGNOSTICS, values.tolist()))
 
 
 def opsd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor, *,
               beta: float = 0.0, temperature: float = 1.0, clip: float | None = None,
-              clip_mode: str = "elementwise", top_k: int | None = None) -> tuple[torch.Tensor, dict]:
-    """Mean over valid tokens of the vocab-summed (clipped) divergence, and diagnostics.
+              clip_mode: str = "elementwise", top_k: int | None = None,
+              chunk_size: int = 256) -> tuple[torch.Tensor, dict[str, float]]:
+    """The OPSD loss from logits.
 
-    Returns (loss, diagnostics): loss is a scalar tensor with grad through student_logits;
-    diagnostics are floats: kl_true (unclipped forward KL per token), kl_discarded (unclipped minus
-    clipped divergence per token), clipped_vocab_per_tok, kl_p50/p75/p90, frac_tok_over_clip.
+    student_logits, teacher_logits: [B, T, V] over completion positions (any float dtype; the
+    teacher gets no gradient); mask: [B, T] bool, True at completion tokens. Returns (loss, diagnostics):
+    loss is a scalar fp32 tensor, the mean over valid tokens of the vocab-summed (clipped)
+    divergence, differentiable in student_logits; diagnostics is a dict of floats: kl_true
+    (unclipped forward KL per token), kl_discarded (unclipped minus clipped divergence per token),
+    clipped_vocab_per_tok, kl_p50/p75/p90 (per-token forward KL quantiles), frac_tok_over_clip
+    (share of tokens the clip changed). With top_k the KL is over the renormalised top-k subset.
     """
-    if clip_mode not in CLIP_MODES:
-        raise ValueError(f"clip_mode={clip_mode!r} is not one of {list(CLIP_MODES)}")
-    if clip_mode != "none" and (clip is None or clip <= 0):
-        raise ValueError(f"clip={clip} must be > 0 with clip_mode={clip_mode!r}")
-    if top_k is not None:
-        student_logits, teacher_logits = restrict_to_teacher_top_k(student_logits, teacher_logits, top_k)
-    mask = mask.bool()
-    zs = student_logits[mask].float() / temperature  # [N, V]: valid positions only
-    zt = teacher_logits[mask].float().detach() / temperature
-    logp_s, logp_t = zs.log_softmax(-1), zt.log_softmax(-1)
-    terms = vocab_divergence(logp_s, logp_t, beta)  # [N, V]
-    per_token_raw = terms.sum(-1)
-    if clip_mode == "elementwise":
-        per_token = terms.clamp(max=clip).sum(-1)
-    elif clip_mode == "per_token":
-        per_token = per_token_raw.clamp(max=clip)
-    else:
-        per_token = per_token_raw
-    n = per_token.shape[0]
-    loss = per_token.sum() / max(n, 1) if n else student_logits.sum() * 0.0
-    with torch.no_grad():
-        kl = (logp_t.exp() * (logp_t - logp_s)).sum(-1) if beta != 0.0 else per_token_raw
-        diagnostics = _diagnostics(kl, per_token_raw, per_token, terms, clip, clip_mode)
-    return loss, diagnostics
+    spec = LossSpec(beta, temperature, clip, clip_mode, top_k, chunk_size)
+    vocab = student_logits.shape[-1]
+    return _reduce(student_logits.reshape(-1, vocab), teacher_logits.reshape(-1, vocab), None, mask, spec)
 
 
-def _diagnostics(kl: torch.Tensor, raw: torch.Tensor, clipped: torch.Tensor, terms: torch.Tensor,
-                 clip: float | None, clip_mode: str) -> dict:
-    if kl.numel() == 0:
-        return {k: 0.0 for k in ("kl_true", "kl_discarded", "clipped_vocab_per_tok", "kl_p50", "kl_p75",
-                                 "kl_p90", "frac_tok_over_clip")}
-    q = torch.quantile(kl, torch.tensor([0.5, 0.75, 0.9], dtype=kl.dtype, device=kl.device)).tolist()
-    clipped_entries = (terms > clip).sum(-1).float().mean().item() if clip_mode == "elementwise" else 0.0
-    over = (raw > clip).float().mean().item() if clip is not None and clip_mode != "none" else 0.0
-    return {"kl_true": kl.mean().item(), "kl_discarded": (raw - clipped).mean().item(),
-            "clipped_vocab_per_tok": clipped_entries, "kl_p50": q[0], "kl_p75": q[1], "kl_p90": q[2],
-            "frac_tok_over_clip": over}
+def opsd_loss_from_hidden(student_hidden: torch.Tensor, teacher_hidden: torch.Tensor,
+                          head_weight: torch.Tensor, mask: torch.Tensor,
+                          spec: LossSpec) -> tuple[torch.Tensor, dict[str, float]]:
+    """The same loss from final hidden states [B, T, H] and the LM head weight [V, H] (no bias).
+
+    Logits are formed chunk by chunk (both models), so [B, T, V] never exists; gradients flow to
+    student_hidden and, when it requires grad, to head_weight.
+    """
+    hidden = student_hidden.shape[-1]
+    return _reduce(student_hidden.reshape(-1, hidden), teacher_hidden.reshape(-1, hidden), head_weight,
+                   mask, spec)

@@ -1,7 +1,11 @@
 """On-policy rollouts: one sampled completion per student prompt, behind one small interface.
 
-Backends: `hf` (transformers generate) here; `vllm` (colocated engine) lives in rollout_vllm.py and
-is imported only when selected.
+    backend.generate(prompts, seed) -> Rollouts   sample one completion per prompt from the student
+
+Backends: `hf` (transformers generate on the training model itself, so it always sees the current
+weights; on GPU with a static KV cache so transformers compiles the decode step, eager on CPU) here,
+and `vllm` (a colocated engine per rank, which also has `update(step, adapter_dir)` to load the
+adapter saved after each optimizer step) in rollout_vllm.py, imported only when selected.
 """
 
 from __future__ import annotations
@@ -10,51 +14,81 @@ from dataclasses import dataclass
 
 import torch
 
-from opsd_sweep.config import RolloutConfig
+from opsd_sweep.config import RunConfig
+
+# Static caches are sized by prompt width + max_new_tokens, and a new size means a new compile:
+# prompts are left-padded up to a multiple of this so a run sees only a few sizes.
+STATIC_PROMPT_BUCKET = 64
 
 
 @dataclass
 class Rollouts:
-    completions: list[list[int]]  # completion token ids, EOS kept when the model stopped
+    completions: list[list[int]]  # completion token ids, the EOS kept when the model stopped
     hit_cap: list[bool]           # True when generation stopped at max_new_tokens
 
+    @property
+    def mean_length(self) -> float:
+        return sum(len(c) for c in self.completions) / max(len(self.completions), 1)
 
-def trim_completion(ids: list[int], eos_id: int, pad_id: int) -> tuple[list[int], bool]:
-    """Cut a generated row after its first EOS (kept); report whether it ran to the cap instead."""
+    @property
+    def cap_fraction(self) -> float:
+        return sum(self.hit_cap) / max(len(self.hit_cap), 1)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(c) for c in self.completions)
+
+
+def trim_completion(ids: list[int], eos_ids: set[int]) -> tuple[list[int], bool]:
+    """Cut a generated row after its first EOS (kept); without one it ran to the cap."""
     for i, token in enumerate(ids):
-        if token == eos_id:
+        if token in eos_ids:
             return ids[: i + 1], False
-    while ids and ids[-1] == pad_id and pad_id != eos_id:
-        ids = ids[:-1]
     return ids, True
 
 
-class HFRollout:
-    """transformers `generate` on the training model itself (adapter on = the current student)."""
+def left_pad(prompts: list[list[int]], pad_id: int, width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) [B, width] with each prompt at the right end."""
+    ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    return ids, mask
 
-    def __init__(self, cfg: RolloutConfig, tokenizer, device):
-        self.cfg, self.tokenizer, self.device = cfg, tokenizer, device
+
+class HFRollout:
+    """transformers `generate` on the training model (adapter on = the current student), seeded per call."""
+
+    def __init__(self, run: RunConfig, model, pad_id: int, eos_ids: list[int], static_cache: bool):
+        self.cfg, self.model, self.pad_id, self.eos_ids = run.rollout, model, pad_id, eos_ids
+        self.static_cache = static_cache
 
     @torch.no_grad()
-    def generate(self, model, prompts: list[list[int]], seed: int) -> Rollouts:
-        tok = self.tokenizer
+    def generate(self, prompts: list[list[int]], seed: int) -> Rollouts:
+        cfg, model = self.cfg, self.model
         width = max(len(p) for p in prompts)
-        ids = torch.tensor([[tok.pad_token_id] * (width - len(p)) + p for p in prompts], device=self.device)
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        if self.static_cache:
+            width = -(-width // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
+        ids, mask = left_pad(prompts, self.pad_id, width, model.device)
         torch.manual_seed(seed)
         was_training = model.training
         model.eval()
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
-                             temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                             top_k=self.cfg.top_k if self.cfg.top_k > 0 else None,
-                             max_new_tokens=self.cfg.max_new_tokens, pad_token_id=tok.pad_token_id,
-                             eos_token_id=tok.eos_token_id, use_cache=True)
-        model.train(was_training)
-        trimmed = [trim_completion(row[width:].tolist(), tok.eos_token_id, tok.pad_token_id) for row in out]
+        try:
+            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=cfg.temperature,
+                                 top_p=cfg.top_p, top_k=max(cfg.top_k, 0), max_new_tokens=cfg.max_new_tokens,
+                                 pad_token_id=self.pad_id, eos_token_id=self.eos_ids, use_cache=True,
+                                 cache_implementation="static" if self.static_cache else None)
+        finally:
+            model.train(was_training)
+        eos = set(self.eos_ids)
+        trimmed = [trim_completion(row, eos) for row in out[:, width:].tolist()]
         return Rollouts([c for c, _ in trimmed], [cap for _, cap in trimmed])
 
 
-def make_rollout(cfg: RolloutConfig, tokenizer, device):
-    if cfg.backend == "hf":
-        return HFRollout(cfg, tokenizer, device)
-    raise ValueError(f"rollout.backend={cfg.backend!r} is not available yet; use rollout.backend=hf")
+def make_rollout(run: RunConfig, model, tokenizer, eos_ids: list[int], device: torch.device, rank: int):
+    """The configured backend; `model` is the (unwrapped) PEFT student."""
+    if run.rollout.backend == "hf":
+        return HFRollout(run, model, tokenizer.pad_token_id, eos_ids, static_cache=device.type == "cuda")
+    if run.rollout.backend == "vllm":
+        from opsd_sweep.train.rollout_vllm import VLLMRollout
+
+        return VLLMRollout(run, eos_ids, device, rank)
+    raise ValueError(f"rollout.backend={run.rollout.backend!r} is not one of ['hf', 'vllm']")

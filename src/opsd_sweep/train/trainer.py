@@ -1,28 +1,39 @@
 """The OPSD training recipe: setup -> train loop -> checkpoints, one JSON line of metrics per step.
 
 Student = base model + LoRA (PEFT), prompted with the problem. Teacher = the same weights with the
-adapter disabled (the fixed initial model), prompted with problem + reference solution. Each step:
-rollout from the student -> append the same completion ids to both prompts -> teacher forward
-(no grad) -> student forward -> generalized-JSD loss over completion tokens -> AdamW.
+adapter disabled (the fixed initial model), prompted with problem + reference solution. Each
+optimizer step, on every rank: sample one completion per problem from the student (all of this
+rank's problems in one rollout call) -> per micro-batch, append the same completion ids to both
+prompts -> teacher forward (no grad) -> student forward -> chunked generalized-JSD loss over the
+completion tokens -> backward (gradients all-reduced on the last micro-batch) -> clip -> AdamW ->
+push the new weights to the rollout engine -> metrics line -> checkpoint when due.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
 from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.data import load_rows
-from opsd_sweep.modeling import load_model, load_tokenizer
+from opsd_sweep.modeling import eos_token_ids, load_model, load_tokenizer
 from opsd_sweep.prompts import render_prompt_ids
-from opsd_sweep.runs import RunDir, atomic_write_json
-from opsd_sweep.train.collate import collate, completion_logits
-from opsd_sweep.train.loss import opsd_loss
-from opsd_sweep.train.rollout import make_rollout
+from opsd_sweep.runs import RunDir, atomic_write_text
+from opsd_sweep.train import checkpoint
+from opsd_sweep.train.collate import collate
+from opsd_sweep.train.distill import DistillationModel
+from opsd_sweep.train.loss import LossSpec
+from opsd_sweep.train.rollout import Rollouts, make_rollout
+from opsd_sweep.train.schedule import make_scheduler
+from opsd_sweep.train.timing import PhaseTimer
+
+PHASES = ("rollout", "teacher", "student", "loss", "backward", "optimizer", "weight_sync")
 
 
 class OPSDTrainer:
@@ -33,25 +44,53 @@ class OPSDTrainer:
     # --- setup -----------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        from accelerate import Accelerator
+        from accelerate import Accelerator, DistributedType
         from accelerate.utils import set_seed
 
-        self.accelerator = Accelerator(cpu=self.t.num_gpus == 0)
-        set_seed(self.run.seed + self.accelerator.process_index)
+        self.accelerator = acc = Accelerator(cpu=self.t.num_gpus == 0)
+        self._check_world()
+        self.sharded = acc.distributed_type == DistributedType.FSDP
+        if self.sharded and self.run.rollout.backend == "hf":
+            raise ValueError("FSDP shards the weights that HF generate needs on every rank; use a DDP launcher "
+                             "(launchers/accelerate/ddp_*.yaml) or rollout.backend=vllm")
+        set_seed(self.run.seed)  # same LoRA init on every rank
+        self.rows = self._setup_data()  # before the model: a missing dataset fails in seconds
         self.tokenizer = load_tokenizer(self.run.model)
-        self.rows = self._setup_data()
-        model = self._setup_model()
-        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
-                                           lr=self.run.learning_rate, weight_decay=self.t.weight_decay)
-        self.scheduler = self._setup_scheduler()
-        self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
-        self.rollout = make_rollout(self.run.rollout, self.tokenizer, self.accelerator.device)
-        self._resume()
+        peft_model = self._setup_model()
+        self.eos_ids = eos_token_ids(peft_model, self.tokenizer)
+        latest = self.run_dir.latest_checkpoint()
+        if latest is not None:  # adapter weights go in before DDP / FSDP wrap the model
+            checkpoint.load_adapter(latest, peft_model)
+        spec = LossSpec(beta=self.run.loss.beta, temperature=self.run.loss.temperature, clip=self.run.clip,
+                        clip_mode=self.run.loss.clip_mode, top_k=self.run.loss_top_k,
+                        chunk_size=self.run.loss.chunk_size)
+        model = DistillationModel(peft_model, spec)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
+                                      lr=self.run.learning_rate, weight_decay=self.t.weight_decay)
+        self.scheduler = make_scheduler(optimizer, self.t)
+        self.model, self.optimizer = acc.prepare(model, optimizer)
+        self.peft_model = acc.unwrap_model(self.model).peft_model
+        if latest is not None:
+            self._resume(latest)
+        self.rollout = make_rollout(self.run, self.peft_model, self.tokenizer, self.eos_ids, acc.device,
+                                    acc.process_index)
+        self._push_weights()
+
+    def _check_world(self) -> None:
+        acc, t = self.accelerator, self.t
+        expected = max(t.num_gpus, 1)
+        if acc.num_processes != expected:
+            raise ValueError(f"train.num_gpus={t.num_gpus} but {acc.num_processes} processes were launched; "
+                             f"global_batch_size {t.global_batch_size} = processes x per_device_batch_size "
+                             f"{t.per_device_batch_size} x grad_accum_steps {t.grad_accum_steps} needs them "
+                             "to agree: launch with --num_processes matching train.num_gpus")
 
     def _setup_data(self) -> list[dict]:
         d = self.run.data
         rows = load_rows(d.path, d.split, {"problem": d.problem_field, "solution": d.solution_field},
                          d.max_problems)
+        if not rows:
+            raise ValueError(f"dataset {d.name!r} at {d.path!r} (split {d.split!r}) has no rows")
         random.Random(self.run.seed).shuffle(rows)  # data order is part of the seed
         return rows
 
@@ -64,142 +103,164 @@ class OPSDTrainer:
                                                  target_modules=list(lora.target_modules), task_type="CAUSAL_LM"))
         if self.t.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            model.enable_input_require_grads()
         return model
-
-    def _setup_scheduler(self):
-        total, warmup = self.t.max_steps, int(self.t.warmup_ratio * self.t.max_steps)
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / (warmup + 1)
-            progress = (step - warmup) / max(total - warmup, 1)
-            if self.t.lr_scheduler == "linear":
-                return max(0.0, 1.0 - progress)
-            if self.t.lr_scheduler == "cosine":
-                return 0.5 * (1.0 + torch.cos(torch.tensor(progress * torch.pi)).item())
-            return 1.0
-
-        return torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
 
     # --- one step --------------------------------------------------------------------------------
 
-    def _micro_batch(self, step: int, micro: int) -> list[dict]:
-        """This rank's problems for one micro-batch: the global batch is split rank-major."""
-        acc = self.accelerator
-        size = self.t.per_device_batch_size
-        start = (step * self.t.global_batch_size
-                 + (micro * acc.num_processes + acc.process_index) * size)
-        return [self.rows[(start + i) % len(self.rows)] for i in range(size)]
+    def _rank_problems(self, step: int) -> list[dict]:
+        """This rank's problems for one optimizer step, micro-batch after micro-batch.
 
-    def _loss_step(self, problems: list[dict], seed: int) -> tuple[torch.Tensor, dict]:
-        t, tok = self.t, self.tokenizer
-        student_prompts = [render_prompt_ids(tok, t.student_prompt.format(problem=p["problem"]),
-                                             t.student_thinking) for p in problems]
-        teacher_prompts = [render_prompt_ids(tok, t.teacher_prompt.format(problem=p["problem"],
-                                                                          solution=p["solution"]),
-                                             t.teacher_thinking) for p in problems]
-        model = self.accelerator.unwrap_model(self.model)
-        started = time.monotonic()
-        rollouts = self.rollout.generate(model, student_prompts, seed)
-        rollout_s = time.monotonic() - started
-        device = self.accelerator.device
-        student = collate(student_prompts, rollouts.completions, tok.pad_token_id).to(device)
-        teacher = collate(teacher_prompts, rollouts.completions, tok.pad_token_id).to(device)
-        with torch.no_grad(), model.disable_adapter():
-            teacher_logits = completion_logits(model, teacher)
-        student_logits = completion_logits(self.model, student)
-        loss, diagnostics = opsd_loss(student_logits, teacher_logits, student.completion_mask,
-                                      beta=self.run.loss.beta, temperature=self.run.loss.temperature,
-                                      clip=self.run.clip, clip_mode=self.run.loss.clip_mode,
-                                      top_k=self.run.loss_top_k)
-        lengths = [len(c) for c in rollouts.completions]
-        diagnostics |= {"rollout_len": sum(lengths) / len(lengths),
-                        "rollout_cap_frac": sum(rollouts.hit_cap) / len(lengths),
-                        "rollout_seconds": rollout_s,
-                        "tokens": int(student.attention_mask.sum() + teacher.attention_mask.sum())}
-        return loss, diagnostics
-
-    # --- loop ------------------------------------------------------------------------------------
-
-    def train(self) -> None:
+        The global batch is consecutive rows of the shuffled data; micro-batch m of rank r takes
+        slot m * world + r, so the split does not depend on how the work is spread."""
         acc, t = self.accelerator, self.t
-        self.model.train()
-        while self.step < t.max_steps:
-            started = time.monotonic()
-            records = []
-            for micro in range(t.grad_accum_steps):
-                seed = self.run.seed * 1_000_003 + self.step * 1_009 + micro * 101 + acc.process_index
-                loss, diag = self._loss_step(self._micro_batch(self.step, micro), seed)
-                acc.backward(loss / t.grad_accum_steps)
-                records.append(diag | {"loss": loss.item()})
+        size = t.per_device_batch_size
+        out = []
+        for micro in range(t.grad_accum_steps):
+            start = step * t.global_batch_size + (micro * acc.num_processes + acc.process_index) * size
+            out += [self.rows[(start + i) % len(self.rows)] for i in range(size)]
+        return out
+
+    def _prompts(self, problems: list[dict]) -> tuple[list[list[int]], list[list[int]]]:
+        t, tok = self.t, self.tokenizer
+        student = [render_prompt_ids(tok, t.student_prompt.format(problem=p["problem"]), t.student_thinking)
+                   for p in problems]
+        teacher = [render_prompt_ids(tok, t.teacher_prompt.format(problem=p["problem"], solution=p["solution"]),
+                                     t.teacher_thinking) for p in problems]
+        return student, teacher
+
+    def _rollout_seed(self) -> int:
+        """A pure function of (seed, step, rank): a resumed run samples exactly what it would have."""
+        return self.run.seed * 1_000_003 + self.step * 1_009 + self.accelerator.process_index
+
+    def train_step(self) -> dict:
+        acc, t = self.accelerator, self.t
+        timer = PhaseTimer(acc.device)
+        started = time.perf_counter()
+        student_prompts, teacher_prompts = self._prompts(self._rank_problems(self.step))
+        with timer("rollout"):
+            rollouts = self.rollout.generate(student_prompts, self._rollout_seed())
+        records, size, pad = [], t.per_device_batch_size, self.tokenizer.pad_token_id
+        for micro in range(t.grad_accum_steps):
+            part = slice(micro * size, (micro + 1) * size)
+            student = collate(student_prompts[part], rollouts.completions[part], pad).to(acc.device)
+            teacher = collate(teacher_prompts[part], rollouts.completions[part], pad).to(acc.device)
+            last = micro == t.grad_accum_steps - 1
+            with nullcontext() if last else acc.no_sync(self.model):  # all-reduce once per step
+                loss, diagnostics = self.model(student, teacher, timer)
+                with timer("backward"):
+                    acc.backward(loss / t.grad_accum_steps)
+            records.append(diagnostics | {"loss": loss.item(), "tokens": student.n_tokens + teacher.n_tokens})
+        with timer("optimizer"):
             grad_norm = acc.clip_grad_norm_(self.model.parameters(), t.max_grad_norm)
             lr = self.scheduler.get_last_lr()[0]
             self.optimizer.step()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
-            self.step += 1
-            seconds = time.monotonic() - started
-            self._log(records, float(grad_norm), lr, seconds)
+        self.step += 1
+        with timer("weight_sync"):
+            self._push_weights()
+        return self._metrics(records, rollouts, float(grad_norm), lr, timer, time.perf_counter() - started)
+
+    def _push_weights(self) -> None:
+        """Make the rollout engine sample from the current student (vLLM reads a saved adapter)."""
+        if self.run.rollout.backend != "vllm":
+            return
+        adapters = self.run_dir.train_dir / "rollout_adapter"
+        path = adapters / f"step-{self.step}"
+        self._save_adapter(path)
+        self.accelerator.wait_for_everyone()
+        self.rollout.update(self.step, path)
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:  # every engine has switched: older adapters can go
+            for old in adapters.glob("step-*"):
+                if old != path:
+                    shutil.rmtree(old, ignore_errors=True)
+
+    def _save_adapter(self, path: Path) -> None:
+        """Write the student's PEFT adapter (rank 0 writes; under FSDP every rank helps gather it)."""
+        acc = self.accelerator
+        state = None
+        if self.sharded:
+            prefix = "peft_model."
+            state = {k[len(prefix):]: v for k, v in acc.get_state_dict(self.model).items() if "lora_" in k}
+        if acc.is_main_process:
+            self.peft_model.save_pretrained(path, state_dict=state)
+
+    # --- loop ------------------------------------------------------------------------------------
+
+    def train(self) -> None:
+        from tqdm import tqdm
+
+        t = self.t
+        self.model.train()
+        bar = tqdm(total=t.max_steps, initial=self.step, desc="OPSD steps", unit="step",
+                   disable=not self.accelerator.is_main_process)
+        while self.step < t.max_steps:
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+            line = self.train_step()
+            self._write_metrics(line)
+            bar.update(1)
+            bar.set_postfix(loss=f"{line['loss']:.4f}", kl=f"{line['kl_true']:.4f}",
+                            len=f"{line['rollout_len']:.0f}", s=f"{line['step_seconds']:.2f}")
             if self.step % t.save_steps == 0 or self.step == t.max_steps:
                 self.save_checkpoint()
+        bar.close()
 
-    def _log(self, records: list[dict], grad_norm: float, lr: float, seconds: float) -> None:
+    def _metrics(self, records: list[dict], rollouts: Rollouts, grad_norm: float, lr: float, timer: PhaseTimer,
+                 seconds: float) -> dict:
+        """One metrics line: means over micro-batches and ranks, token counts summed over ranks."""
+        acc = self.accelerator
         keys = [k for k in records[0] if k != "tokens"]
-        local = torch.tensor([[r[k] for k in keys] for r in records], device=self.accelerator.device).mean(0)
-        mean = self.accelerator.reduce(local, reduction="mean").tolist()
-        tokens = self.accelerator.reduce(torch.tensor(sum(r["tokens"] for r in records),
-                                                      device=self.accelerator.device), reduction="sum").item()
-        line = {"step": self.step, **dict(zip(keys, mean)), "grad_norm": grad_norm, "lr": lr,
+        local = [sum(r[k] for r in records) / len(records) for k in keys]
+        local += [rollouts.mean_length, rollouts.cap_fraction] + [timer.seconds.get(p, 0.0) for p in PHASES]
+        names = keys + ["rollout_len", "rollout_cap_frac"] + [f"time_{p}" for p in PHASES]
+        mean = acc.reduce(torch.tensor(local, device=acc.device, dtype=torch.float64), reduction="mean").tolist()
+        counts = torch.tensor([sum(r["tokens"] for r in records), rollouts.n_tokens], device=acc.device)
+        tokens, generated = acc.reduce(counts, reduction="sum").tolist()
+        line = {"step": self.step, **dict(zip(names, mean)), "grad_norm": grad_norm, "lr": lr,
                 "tokens_per_s": tokens / seconds, "step_seconds": seconds}
+        # ranks sample in parallel: all ranks' tokens over the (mean) rollout time
+        line["rollout_tokens_per_s"] = generated / max(line["time_rollout"], 1e-9)
+        if torch.cuda.is_available():
+            line["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
+        return line
+
+    def _write_metrics(self, line: dict) -> None:
         if self.accelerator.is_main_process:
             with open(self.run_dir.metrics, "a") as handle:
                 handle.write(json.dumps(line) + "\n")
-            print(f"step {self.step}/{self.t.max_steps} loss {line['loss']:.4f} kl {line['kl_true']:.4f} "
-                  f"len {line['rollout_len']:.0f} {seconds:.2f}s", flush=True)
 
     # --- checkpoints -----------------------------------------------------------------------------
 
     def save_checkpoint(self) -> None:
-        """PEFT adapter + trainer state; trainer_state.json is written last and marks completeness."""
-        acc = self.accelerator
-        path = self.run_dir.checkpoint(self.step)
-        rng = {"torch": torch.get_rng_state(), "python": random.getstate()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
-        if acc.is_main_process:
-            path.mkdir(parents=True, exist_ok=True)
-            acc.unwrap_model(self.model).save_pretrained(path)
-            torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                        "rng": rng, "step": self.step}, path / "state.pt")
-            atomic_write_json(path / "trainer_state.json", {"step": self.step})
-        acc.wait_for_everyone()
+        checkpoint.save_checkpoint(self.run_dir.checkpoint(self.step), accelerator=self.accelerator,
+                                   save_adapter=self._save_adapter, optimizer=self.optimizer,
+                                   scheduler=self.scheduler, step=self.step, sharded_optimizer=self.sharded)
 
-    def _resume(self) -> None:
-        path = self.run_dir.latest_checkpoint()
-        if path is None:
-            return
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
-
-        set_peft_model_state_dict(self.accelerator.unwrap_model(self.model),
-                                  load_file(path / "adapter_model.safetensors"))
-        state = torch.load(path / "state.pt", weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        self.step = state["step"]
+    def _resume(self, path: Path) -> None:
+        self.step = checkpoint.load_trainer_state(path, accelerator=self.accelerator, optimizer=self.optimizer,
+                                                  scheduler=self.scheduler, sharded_optimizer=self.sharded)
+        if self.accelerator.is_main_process:
+            checkpoint.remove_partial_checkpoints(self.run_dir.train_dir)
+            _truncate_metrics(self.run_dir.metrics, self.step)
         self.accelerator.print(f"resumed from {path} at step {self.step}")
 
     def cleanup(self) -> None:
         self.accelerator.end_training()
 
 
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop lines logged after the checkpoint we resume from: the rerun logs those steps again."""
+    if path.exists():
+        kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
 def main(run_dir: str | Path) -> None:
-    run_dir = RunDir(Path(run_dir))
     from omegaconf import OmegaConf
 
+    run_dir = RunDir(Path(run_dir))
     run = from_dict(OmegaConf.to_container(OmegaConf.load(run_dir.config)))
     run_dir.train_dir.mkdir(parents=True, exist_ok=True)
     trainer = OPSDTrainer(run, run_dir)
