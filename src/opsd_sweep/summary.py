@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(settings.out or settings.roots[0])
     collection = collect(settings.roots, settings.external, progress=lambda it: tqdm(it, desc="reading run dirs"))
     if collection.runs.empty:
-        raise SystemExit(f"no run directories under {settings.roots}; run a sweep first (make demo)")
+        unreadable = "".join(f"\n  {r.path}: {r.reason}" for r in collection.skipped.head(5).itertuples())
+        raise SystemExit(f"no readable run directories under {settings.roots} ({len(collection.skipped)} skipped)"
+                         f"{unreadable}\nrun a sweep first (make demo), or point at its results root")
     out.mkdir(parents=True, exist_ok=True)
     collection.runs.to_csv(out / "runs.csv", index=False)
     collection.samples.to_parquet(out / "samples.parquet", index=False)

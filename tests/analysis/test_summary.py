@@ -82,7 +82,7 @@ def test_pooled_sd_option(sweep, tmp_path):
     assert set(summary["vs_baseline"].dropna()) == {"is baseline", "pooled t (runs)"}
 
 
-def test_simulated_runs_are_marked_everywhere(tmp_path):
+def test_simulated_runs_are_marked_everywhere(tmp_path, capsys):
     write_sweep(tmp_path / "mixed", effects={5e-6: 0.0}, seeds=(1, 2))
     write_sweep(tmp_path / "mixed", effects={5e-6: 0.0}, seeds=(1, 2), simulated=True)
     main([str(tmp_path / "mixed"), "--out", str(tmp_path / "out"), "--bootstrap-reps", "0"])
@@ -91,6 +91,7 @@ def test_simulated_runs_are_marked_everywhere(tmp_path):
     assert summary.loc["lr=5e-06 [simulated]", "simulated"] and not summary.loc["lr=5e-06", "simulated"]
     assert "SIMULATED data" in summary.loc["lr=5e-06 [simulated]", "flags"]
     assert "SIMULATED DATA: 2 of the runs" in (tmp_path / "out" / "summary.md").read_text()
+    assert "lr=5e-06 [simulated]" in capsys.readouterr().out  # printed, not eaten as rich markup
 
 
 def test_external_results_enter_the_comparison(sweep, tmp_path):
@@ -119,7 +120,7 @@ def test_bad_settings_fail_with_the_fix(sweep, tmp_path, args, message):
 
 
 def test_no_runs_is_a_clear_error(tmp_path):
-    with pytest.raises(SystemExit, match="no run directories"):
+    with pytest.raises(SystemExit, match="no readable run directories"):
         main([str(tmp_path / "empty"), "--out", str(tmp_path)])
 
 

@@ -93,18 +93,18 @@ def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level:
     fig, ax = plt.subplots(figsize=(8, 5))
     _reference_lines(ax, analysis, level, vertical=False)
     runs = analysis.usable
-    groups = table.groupby([table[c].astype(str) for c in others], sort=True) if others else [((), table)]
-    for key, group in groups:
+    groups = list(table.groupby([table[c].astype(str) for c in others], sort=True)) if others else [((), table)]
+    for index, (key, group) in enumerate(groups):
         group = group.sort_values(column)
         name = ", ".join(f"{names[c]}={v}" for c, v in zip(others, np.atleast_1d(key))) or "runs"
-        if group["simulated"].any():
-            name += " [simulated]"
-        line = ax.errorbar(group[column], group["mean"], yerr=[group["mean"] - group["ci_low"],
-                                                               group["ci_high"] - group["mean"]],
-                           fmt="o-", capsize=4, lw=1.5, label=f"mean ± {level:.0%} CI: {name}")
-        for _, row in group.iterrows():
+        simulated = bool(group["simulated"].any())
+        x = _dodge(group[column].to_numpy(float), index, len(groups), log, table[column])
+        line = ax.errorbar(x, group["mean"], yerr=[group["mean"] - group["ci_low"], group["ci_high"] - group["mean"]],
+                           fmt="o--" if simulated else "o-", capsize=4, lw=1.5,
+                           label=f"mean ± {level:.0%} CI: {name}" + (" [simulated]" if simulated else ""))
+        for xi, (_, row) in zip(x, group.iterrows()):
             scores = runs.loc[runs["label"] == row["label"], metric].to_numpy(float)
-            ax.scatter(np.full(scores.size, row[column]), scores, s=12, alpha=0.5, color=line[0].get_color())
+            ax.scatter(np.full(scores.size, xi), scores, s=12, alpha=0.5, color=line[0].get_color())
     if log:
         ax.set_xscale("log")
     ax.set_xticks(sorted(table[column].unique()), [f"{v:g}" for v in sorted(table[column].unique())])
@@ -117,21 +117,35 @@ def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level:
     _save(fig, path)
 
 
+def _dodge(x: np.ndarray, index: int, count: int, log: bool, values: pd.Series) -> np.ndarray:
+    """Shift line `index` of `count` sideways a little so that error bars at the same x stay apart."""
+    offset = (index - (count - 1) / 2) * 0.03
+    if log:
+        return x * 10 ** (offset * np.log10(values.max() / values.min()) / 2)
+    return x + offset * (values.max() - values.min()) / 2
+
+
 def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path: Path) -> bool:
-    """Score against the final training kl_true of each run, with a least-squares line. False if no data."""
+    """Score against the final training kl_true of each run, with a least-squares line per data kind
+    (real and simulated runs are fitted apart). False when there is nothing to fit."""
     runs = analysis.usable.dropna(subset=[kl_column, metric]) if kl_column in analysis.usable else None
     if runs is None or len(runs) < 3 or runs[kl_column].nunique() < 2:
         return False
-    fit = sps.linregress(runs[kl_column], runs[metric])
     fig, ax = plt.subplots(figsize=(8, 5))
     for label, group in runs.groupby("label", sort=False):
-        ax.scatter(group[kl_column], group[metric], s=22, label=label)
-    xs = np.linspace(runs[kl_column].min(), runs[kl_column].max(), 50)
-    ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.2,
-            label=f"least squares over all runs: slope {fit.slope:.3g}, r = {fit.rvalue:.2f}, p = {fit.pvalue:.2g}")
+        ax.scatter(group[kl_column], group[metric], s=26, label=label,
+                   marker="x" if group["simulated"].any() else "o")
+    for simulated, kind in runs.groupby("simulated"):
+        if len(kind) < 3 or kind[kl_column].nunique() < 2:
+            continue
+        fit = sps.linregress(kind[kl_column], kind[metric])
+        xs = np.linspace(kind[kl_column].min(), kind[kl_column].max(), 50)
+        ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.2, ls="--" if simulated else "-",
+                label=f"least squares, {'simulated' if simulated else 'real'} runs: slope {fit.slope:.3g}, "
+                      f"r = {fit.rvalue:.2f}, p = {fit.pvalue:.2g}")
     ax.set_xlabel("final kl_true: mean forward KL(teacher || student) per token over the last 10% of steps")
     ax.set_ylabel(f"{display} (%)")
-    ax.set_title(f"{display} against the final training KL, one dot per run" + _suffix(analysis), fontsize=10)
+    ax.set_title(f"{display} against the final training KL, one mark per run" + _suffix(analysis), fontsize=10)
     ax.legend(fontsize=8, loc="best")
     _save(fig, path)
     return True
@@ -140,8 +154,8 @@ def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path:
 def plot_variance(analysis: Analysis, display: str, path: Path) -> bool:
     """Per config: run-to-run variance split into eval sampling and training seed. False if no data."""
     table = analysis.table.dropna(subset=["eval_sd"]) if "eval_sd" in analysis.table else pd.DataFrame()
-    if table.empty:
-        return False
+    if table.empty or not (table["sd"] ** 2 + table["eval_sd"] ** 2).max() > 0:
+        return False  # nothing to split (no per-sample data, or every run scored the same)
     table = table.iloc[::-1].reset_index(drop=True)
     eval_var, train_var = table["eval_sd"] ** 2, table["train_sd"] ** 2
     fig, ax = plt.subplots(figsize=(9, 1.6 + 0.5 * len(table)))

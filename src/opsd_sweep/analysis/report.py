@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from opsd_sweep.analysis.collect import Collection
@@ -236,13 +237,13 @@ def print_table(analysis: Analysis, s: SummarySettings, display: str, console: C
     title = f"{display} per config ({len(analysis.usable)} runs)"
     if analysis.usable["simulated"].any():
         title += " — includes SIMULATED runs"
-    table = Table(title=title)
+    table = Table(title=escape(title))
     for column in header:
         table.add_column(column, overflow="fold")
     colors = {"better": "green", "worse": "red", "baseline": "blue"}
     for cells, (_, row) in zip(rows, analysis.table.iterrows()):
-        table.add_row(*cells, style=colors.get(row.get("verdict"), None))
+        table.add_row(*map(escape, cells), style=colors.get(row.get("verdict"), None))  # labels hold [simulated]
     console = console or Console()
     console.print(table)
     for line in verdict_statements(analysis, s) + power_statements(analysis, s, display)[:1]:
-        console.print(f"- {line}".replace("**", ""))
+        console.print(escape(f"- {line}".replace("**", "")))
