@@ -129,3 +129,15 @@ def test_other_metric_skips_the_anchor_and_pairing(sweep, tmp_path):
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert "delta_anchor" not in summary and set(summary["vs_baseline"]) == {"is baseline", "Welch (runs)"}
     assert "The anchor reports avg_at_n, not pass_at_4" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("selector", ["lr=5e-06 clip=0.1", "lr=5e-6,clip=0.1", "cfg.learning_rate=5e-06, clip=0.10",
+                                      "learning_rate=0.000005,clip=0.1"])
+def test_baseline_selector_forms(selector):
+    from opsd_sweep.analysis.config_stats import select_baseline
+
+    table = pd.DataFrame({"label": ["lr=5e-06 clip=0.1", "lr=5e-06 clip=0.2", "lr=1e-05 clip=0.1"],
+                          "cfg.learning_rate": [5e-6, 5e-6, 1e-5], "cfg.clip": [0.1, 0.2, 0.1]})
+    assert select_baseline(table, selector) == "lr=5e-06 clip=0.1"
+    with pytest.raises(ValueError, match="matches 2 configs"):
+        select_baseline(table, "lr=5e-06")

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from opsd_sweep.analysis import stats
+from opsd_sweep.analysis.collect import short_names
 from opsd_sweep.analysis.settings import Anchor, SummarySettings
 
 
@@ -57,21 +58,24 @@ def problem_matrices(usable: pd.DataFrame, samples: pd.DataFrame) -> dict[str, p
 def select_baseline(table: pd.DataFrame, selector: str | None) -> str | None:
     """The label of the in-sweep baseline: `selector` is a label, or `col=value[,col=value]` terms.
 
-    Column names may omit the `cfg.` prefix; values compare as numbers when both sides are numbers.
-    Raises naming the configs when the selector matches none or several.
+    Columns may be named as in the labels (`lr`, `clip`) or without the `cfg.` prefix; values compare as
+    numbers when both sides are numbers. Raises naming the configs when it matches none or several.
     """
     if selector is None:
         return None
     if selector in set(table["label"]):
         return selector
+    config_columns = [c for c in table.columns if c.startswith("cfg.")]
+    by_name = {name: column for column, name in short_names(config_columns).items()}
+    by_name |= {c.removeprefix("cfg."): c for c in config_columns} | {c: c for c in config_columns}
     mask = pd.Series(True, index=table.index)
     for term in selector.split(","):
-        column, sep, value = term.strip().partition("=")
-        column = column if column in table.columns else f"cfg.{column}"
-        if not sep or column not in table.columns:
+        name, sep, value = term.strip().partition("=")
+        column = by_name.get(name.strip())
+        if not sep or column is None:
             raise ValueError(f"baseline selector {selector!r}: {term.strip()!r} is not a label or a column=value "
                              f"term; configs: {list(table['label'])}")
-        mask &= table[column].map(lambda v, want=value: _same_value(v, want))
+        mask &= table[column].map(lambda v, want=value.strip(): _same_value(v, want))
     matched = table.loc[mask, "label"].tolist()
     if len(matched) != 1:
         raise ValueError(f"baseline selector {selector!r} matches {len(matched)} configs {matched}; it must match "

@@ -48,7 +48,7 @@ def _suffix(analysis: Analysis) -> str:
 def plot_configs(analysis: Analysis, metric: str, display: str, level: float, path: Path) -> None:
     """Each config: its runs (dots), mean and t-interval; the anchor band and baseline line."""
     table = analysis.table.iloc[::-1].reset_index(drop=True)  # best on top
-    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.5 * len(table)))
+    fig, ax = plt.subplots(layout="constrained", figsize=(9, 1.4 + 0.5 * len(table)))
     _reference_lines(ax, analysis, level, vertical=True)
     runs = analysis.usable
     rng = np.random.default_rng(0)
@@ -68,8 +68,7 @@ def plot_configs(analysis: Analysis, metric: str, display: str, level: float, pa
     ax.set_title(f"{display} per config: mean and {level:.0%} t-interval over training runs\n"
                  f"(colour = verdict vs {reference}, Holm-adjusted)" + _suffix(analysis), fontsize=10)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.3 * len(table)) - 0.1), fontsize=8,
-                  frameon=False)
+        fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     _save(fig, path)
 
 
@@ -90,10 +89,11 @@ def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level:
     others = [c for c in table.columns if c.startswith("cfg.") and c not in (column, "cfg.seed")]
     names = short_names([column, *others])
     log = column in LOG_AXES or (table[column].min() > 0 and table[column].max() / table[column].min() >= 20)
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(layout="constrained", figsize=(8, 5))
     _reference_lines(ax, analysis, level, vertical=False)
     runs = analysis.usable
-    groups = list(table.groupby([table[c].astype(str) for c in others], sort=True)) if others else [((), table)]
+    groups = list(table.groupby([table[c].astype(str) for c in others], sort=False)) if others else [((), table)]
+    groups.sort(key=lambda item: [_sort_key(v) for v in item[1][others].iloc[0]] if others else [])
     for index, (key, group) in enumerate(groups):
         group = group.sort_values(column)
         name = ", ".join(f"{names[c]}={v}" for c, v in zip(others, np.atleast_1d(key))) or "runs"
@@ -109,12 +109,21 @@ def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level:
         ax.set_xscale("log")
     ax.set_xticks(sorted(table[column].unique()), [f"{v:g}" for v in sorted(table[column].unique())])
     ax.minorticks_off()
-    ax.set_xlabel(f"{names[column]} ({column.removeprefix('cfg.')})" + (", log scale" if log else ""))
+    full = column.removeprefix("cfg.")
+    ax.set_xlabel((names[column] if names[column] == full else f"{names[column]} ({full})") + (", log scale" if log else ""))
     ax.set_ylabel(f"{display} (%), small dots = single runs")
     ax.set_title(f"{display} against {names[column]}: mean and {level:.0%} t-interval per config, dots = runs"
                  + _suffix(analysis), fontsize=10)
-    ax.legend(fontsize=8, loc="best")
+    fig.legend(loc="outside lower center", fontsize=8, frameon=False, ncol=2)
     _save(fig, path)
+
+
+def _sort_key(value) -> tuple:
+    """Numbers in numeric order, then everything else as text."""
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
 
 
 def _dodge(x: np.ndarray, index: int, count: int, log: bool, values: pd.Series) -> np.ndarray:
@@ -131,7 +140,7 @@ def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path:
     runs = analysis.usable.dropna(subset=[kl_column, metric]) if kl_column in analysis.usable else None
     if runs is None or len(runs) < 3 or runs[kl_column].nunique() < 2:
         return False
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(layout="constrained", figsize=(8, 5))
     for label, group in runs.groupby("label", sort=False):
         ax.scatter(group[kl_column], group[metric], s=26, label=label,
                    marker="x" if group["simulated"].any() else "o")
@@ -158,7 +167,7 @@ def plot_variance(analysis: Analysis, display: str, path: Path) -> bool:
         return False  # nothing to split (no per-sample data, or every run scored the same)
     table = table.iloc[::-1].reset_index(drop=True)
     eval_var, train_var = table["eval_sd"] ** 2, table["train_sd"] ** 2
-    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.5 * len(table)))
+    fig, ax = plt.subplots(layout="constrained", figsize=(9, 1.6 + 0.5 * len(table)))
     y = np.arange(len(table))
     ax.barh(y, eval_var, color="#92c5de", label="eval sampling (more samples per problem reduce it)")
     ax.barh(y, train_var, left=eval_var, color="#f4a582", label="training seed (only more seeds reduce it)")
@@ -174,8 +183,7 @@ def plot_variance(analysis: Analysis, display: str, path: Path) -> bool:
     ax.set_xlabel(f"variance of one run's {display} (points²), SD = its square root")
     ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ 2 runs)"
                  + _suffix(analysis), fontsize=10)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.6 / (1 + 0.3 * len(table)) - 0.12),
-              frameon=False, ncol=1)
+    fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     _save(fig, path)
     return True
 
@@ -199,6 +207,5 @@ def write_plots(analysis: Analysis, metric: str, display: str, level: float, out
 
 
 def _save(fig, path: Path) -> None:
-    fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)

@@ -143,7 +143,8 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
                    f"{p['sd_larger_k']:.2f} and the seeds needed to {_seeds(larger) if larger else 'more than 10000'}"
                    f"{saving}; eval samples are much cheaper than training runs.")
     out.append(f"The MDE column is the smallest true difference each config's current n detects with {s.power:.0%} "
-               f"power at α = {s.alpha}; the seeds-needed column is per config for +{s.target_effect:g} points.")
+               f"power at α = {s.alpha}; the seeds-needed column is per config for +{s.target_effect:g} points. Both "
+               "use that config's own SD, itself uncertain with few runs; the advice above uses the pooled SD.")
     return out
 
 
