@@ -22,9 +22,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
-from opsd_sweep.runs import (Claim, RunClaimedError, RunDir, atomic_write_text, claim_run, current_owner,
-                             find_run_dir, owner_alive, read_json, release_run, run_key, run_slug,
-                             slurm_job_id, utc_now)
+from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
+                             atomic_write_text, claim_run, current_owner, find_run_dir, owner_alive, read_json,
+                             release_run, run_key, run_slug, slurm_job_id, slurm_job_state, utc_now)
+from opsd_sweep.simulate import simulate_cycle
 
 PHASES = (("train", "training"), ("evaluate", "evaluating"))  # (phase, the state while it runs)
 
@@ -112,6 +113,8 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
                           started_at=utc_now(), ended_at=None, error=None,
                           phase_seconds=phase_seconds, gpu_hours=gpu_hours)
     try:
+        if run.executor == "simulate":  # the noise model writes the run dir: no phase processes
+            return simulate_cycle(run, run_dir)
         gpus = run_gpus(run.train.num_gpus)
         run_dir.update_status(gpus=gpus)
         t = run.train
@@ -198,16 +201,27 @@ def validate_job(job_cfg: DictConfig) -> None:
 
 
 def probe_job(job_cfg: DictConfig) -> tuple[str, str]:
-    """What a launcher should do with a job before submitting it: ('skip' | 'wait' | 'submit', why)."""
+    """What a launcher should do with a job before submitting it, and why: 'done' or 'failed' (settled:
+    skip it), 'wait' (a live process or a queued SLURM job holds it) or 'submit'."""
     run = load_run_config(job_cfg)
     _, run_dir = locate_run(run)
-    reason = skip_reason(run, run_dir.read_status())
+    status = run_dir.read_status()
+    reason = skip_reason(run, status)
     if reason is not None:
-        return "skip", reason
+        return ("done" if status.get("state") == "done" else "failed"), reason
     owner = current_owner(run_dir)
     if owner is not None and owner_alive(owner):
         return "wait", str(RunClaimedError(run_dir, owner))
+    queued = read_json(run_dir.submission)["job_id"] if run_dir.submission.exists() else None
+    if queued is not None and slurm_job_state(queued) in SLURM_LIVE_STATES:
+        return "wait", f"queued as SLURM job {queued}"
     return "submit", "not done"
+
+
+def record_submitted_job(job_cfg: DictConfig, job_id: str) -> None:
+    """Remember the SLURM job that will run this run, so a re-run of the sweep waits for it."""
+    _, run_dir = locate_run(load_run_config(job_cfg))
+    atomic_write_json(run_dir.submission, {"job_id": job_id, "submitted_at": utc_now()})
 
 
 def record_lost_job(job_cfg: DictConfig, error: dict, owner: dict) -> None:

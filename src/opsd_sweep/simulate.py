@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 
 from opsd_sweep.config import RunConfig, SimulateConfig, get_dotted, semantic_dict
 from opsd_sweep.evaluate.metrics import compute_metrics
-from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, run_key
+from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, run_key, utc_now
 
 # Per-problem solve rates are kept inside (0, 1) so that every problem can be both solved and missed.
 _SHIFT_GRID = np.linspace(-30.0, 30.0, 1201)
@@ -81,6 +82,21 @@ def draw_correct_counts(true_scores: np.ndarray, sim: SimulateConfig, n_samples:
 
 # --- one simulated run dir -----------------------------------------------------------------------
 
+def simulate_cycle(run: RunConfig, run_dir: RunDir) -> dict:
+    """The cycle of executor=simulate on a claimed run: write the run dir, mark it done and simulated.
+
+    GPU-hours are the declared simulate.gpu_hours_per_run, so budgets can be exercised in simulation.
+    """
+    started = time.monotonic()
+    result = simulate_run(run, run_dir)
+    run_dir.update_status(state="done", ended_at=utc_now(), simulated=True, gpus=[],
+                          phase_seconds={"simulate": round(time.monotonic() - started, 4)},
+                          gpu_hours=run.simulate.gpu_hours_per_run)
+    print(f"[opsd_sweep] done {run_dir.path.name} (simulated): avg@{run.eval.n_samples} "
+          f"{result['metrics']['avg_at_n']:.2f}", flush=True)
+    return {"state": "done", "simulated": True}
+
+
 def simulate_run(run: RunConfig, run_dir: RunDir) -> dict:
     """Write train/metrics.jsonl and eval/eval.json for one simulated run; return the eval.json dict.
 
@@ -88,10 +104,9 @@ def simulate_run(run: RunConfig, run_dir: RunDir) -> dict:
     """
     sim = run.simulate
     rng = np.random.default_rng([sim.noise_seed, int(run_key(semantic_dict(run)), 16)])
-    k = run.eval.n_samples
     true = true_score(sim, run)
     rates = draw_run_rates(np.array([true]), sim, rng)[0]
-    correct = rng.random((sim.n_problems, k)) < rates[:, None]
+    correct = rng.random((sim.n_problems, run.eval.n_samples)) < rates[:, None]
     _write_metrics(run, run_dir, true, rng)
     result = _eval_record(run, correct, rng)
     atomic_write_json(run_dir.eval_json, result)

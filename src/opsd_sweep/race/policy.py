@@ -297,21 +297,19 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
     baseline = summaries.get(spec.baseline)
     rows = assess(summaries, spec, state.round, "final")
     for row in rows:
-        config = row["config"]
-        row["winner"] = config == state.winner
-        if row["baseline"]:
-            row["action"] = "baseline"
-            continue
-        if row["p_baseline"] is None:
-            row["action"] = "no baseline"
-            continue
-        row["action"] = verdict(row["delta_baseline"], row["p_baseline"], spec.settings.alpha)
+        row["winner"] = row["config"] == state.winner
+        # vs the anchor: a label at the stricter level, reported beside the verdict, never a claim by itself
+        row["anchor"] = verdict(row["delta_anchor"], row["p_anchor"], spec.settings.anchor_alpha) \
+            if row["p_anchor"] is not None else None
         if row["winner"] and confirm.n:
             row["confirm_n"], row["confirm_mean"] = confirm.n, confirm.mean
-            if row["action"] == "better" and confirm.mean <= baseline.mean:
-                row["action"] = "inconclusive"  # the fresh seeds do not back the claim
-        anchor_better = row["p_anchor"] is not None and row["p_anchor"] <= spec.settings.anchor_alpha
-        if anchor_better:
-            row["anchor"] = "above" if row["delta_anchor"] > 0 else "below"
+        if row["baseline"]:
+            row["action"] = "baseline"
+        elif row["p_baseline"] is None:
+            row["action"] = "no baseline"
+        else:
+            row["action"] = verdict(row["delta_baseline"], row["p_baseline"], spec.settings.alpha)
+            if row["action"] == "better" and row["winner"] and confirm.n and confirm.mean <= baseline.mean:
+                row["action"] = "inconclusive"  # the winner's fresh seeds do not back the claim
     done = replace(state, phase="done")
     return Step(done, records + rows, [])

@@ -1,0 +1,152 @@
+"""The race as a Hydra sweep: grid from the sweep overrides, runs through Hydra's launcher, race.jsonl.
+
+Follows Hydra's sweeper contract: parse the overrides, expand only sweep overrides, save
+multirun.yaml, validate every batch before launching it, advance the job index across batches.
+A failed job is a failed run of the race (JobReturn.status is checked; return_value is only read from
+completed jobs), never the end of the sweep.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import OmegaConf
+
+from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunRequest, RunResult, run_race
+from opsd_sweep.race.log import RaceLog
+from opsd_sweep.race.results import read_run_result
+from opsd_sweep.runs import RunDir
+
+log = logging.getLogger(__name__)
+
+SETTING_KEYS = ("min_seeds", "max_seeds", "seeds_per_round", "alpha", "stop_alpha", "eliminate_alpha", "anchor_alpha",
+                "target_half_width", "budget_gpu_hours", "confirm_seeds", "first_seed", "max_failures")
+SEED_ERROR = "the race chooses seeds: remove seed=... (hydra.sweeper.first_seed sets the first one)"
+ONE_FOLDER = ("group", "results_root")  # race.jsonl lives in <results_root>/<group>: one value each
+
+
+def race_sweep(sweeper, arguments: list[str]) -> list[dict]:
+    """Run (or resume) the race of the grid in `arguments`; returns the final decision records."""
+    config = sweeper.config
+    parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
+    fixed, grid = expand_grid(parser, arguments)
+    settings = RaceSettings(**{key: sweeper.settings[key] for key in SETTING_KEYS})
+    metric = sweeper.settings["metric"]
+    spec = RaceSpec(tuple(grid), find_baseline(parser, sweeper.settings["baseline"], grid),
+                    _anchor(config, metric), settings)
+    sweep_dir = Path(config.hydra.sweep.dir)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(config, sweep_dir / "multirun.yaml")
+    race_log = RaceLog(Path(config.results_root).expanduser().absolute() / config.group / "race.jsonl")
+    state, results = race_log.start_or_resume(spec, metric)
+    if results:
+        log.info(f"race: resuming from {race_log.path}: {len(results)} runs, round {state.round}, phase {state.phase}")
+    finals: list[dict] = []
+
+    def emit(record: dict) -> None:
+        race_log.append(record)
+        _print(record)
+        if record.get("phase") == "final":
+            finals.append(record)
+
+    launch = LaunchRuns(sweeper, fixed, grid, metric)
+    state, _ = run_race(spec, launch, state=state, results=results, emit=emit)
+    log.info(f"race: done ({state.stop_reason}); winner {state.winner!r}; log {race_log.path}")
+    return finals
+
+
+def expand_grid(parser: OverridesParser, arguments: Sequence[str]) -> tuple[list[str], dict[str, tuple[str, ...]]]:
+    """(overrides every job gets, {config label: its sweep overrides}) in grid order."""
+    fixed, axes = [], []
+    for override in parser.parse_overrides(list(arguments)):
+        key = override.get_key_element()
+        if key == "seed":
+            raise ValueError(f"hydra/sweeper=race: {override.input_line!r}: {SEED_ERROR}")
+        if key in ONE_FOLDER and override.is_sweep_override():
+            raise ValueError(f"hydra/sweeper=race: {override.input_line!r}: one race per results folder; "
+                             f"give {key} a single value and start one race per folder")
+        if not override.is_sweep_override():
+            fixed.append(f"{key}={override.get_value_element_as_str()}")
+        elif override.is_discrete_sweep():
+            axes.append([f"{key}={value}" for value in override.sweep_string_iterator()])
+        else:
+            raise ValueError(f"hydra/sweeper=race: {override.input_line!r} is a {override.value_type.name} sweep; "
+                             "list the values instead (a,b,c or range(...))")
+    grid = {(" ".join(combo) or "default"): combo for combo in itertools.product(*axes)}
+    return fixed, grid
+
+
+def find_baseline(parser: OverridesParser, baseline: str | None, grid: dict[str, tuple[str, ...]]) -> str | None:
+    """The one config whose overrides include every `key=value` of `baseline` (None: no baseline)."""
+    if baseline is None:
+        return None
+    wanted = {f"{o.get_key_element()}={o.get_value_element_as_str()}" for o in parser.parse_overrides(baseline.split())}
+    matches = [label for label, overrides in grid.items() if wanted <= set(overrides)]
+    if len(matches) != 1:
+        raise ValueError(f"hydra.sweeper.baseline={baseline!r} matches {len(matches)} configs of the grid "
+                         f"{list(grid)}; name exactly one of them (e.g. hydra.sweeper.baseline='{next(iter(grid))}')")
+    return matches[0]
+
+
+def _anchor(config, metric: str) -> Anchor | None:
+    """The published anchor of conf/baseline/ when it reports the metric the race decides on."""
+    b = config.get("baseline")
+    if b is None or b.get("metric") != metric:
+        return None
+    return Anchor(str(b.label), float(b.mean), float(b.sd), int(b.n))
+
+
+class LaunchRuns:
+    """The race's `execute`: one Hydra launcher batch per request list, read back from the run dirs."""
+
+    def __init__(self, sweeper, fixed: list[str], grid: dict[str, tuple[str, ...]], metric: str):
+        self.sweeper, self.fixed, self.grid, self.metric = sweeper, fixed, grid, metric
+        self.job_index = 0
+
+    def __call__(self, requests: Sequence[RunRequest]) -> list[RunResult]:
+        batch = [[*self.fixed, *self.grid[q.config], f"seed={q.seed}"] for q in requests]
+        self.sweeper.validate_batch_is_legal(batch)
+        log.info(f"race: launching {len(batch)} runs: " + ", ".join(f"{q.config} s{q.seed}" for q in requests))
+        returns = self.sweeper.launcher.launch(batch, initial_job_idx=self.job_index)
+        self.job_index += len(batch)
+        return [self._result(q, r) for q, r in zip(requests, returns)]
+
+    def _result(self, request: RunRequest, job: JobReturn) -> RunResult:
+        where = dict(config=request.config, seed=request.seed, phase=request.phase)
+        if job.status != JobStatus.COMPLETED:  # the task raised: record it; the race goes on
+            return RunResult(state="failed", error=f"job failed: {job._return_value!r}", **where)
+        value: Any = job.return_value
+        if not isinstance(value, dict) or "run_dir" not in value:
+            return RunResult(state="failed", error=f"the task returned {value!r}, not a run_cycle dict", **where)
+        if value.get("state") == "skipped" and value.get("reason") == "claimed":
+            self._wait_for_owner(RunDir(Path(value["run_dir"])))
+        return read_run_result(value["run_dir"], metric=self.metric, **where)
+
+    def _wait_for_owner(self, run_dir: RunDir) -> None:
+        """Another sweep runs this run right now: wait until it lets go of the claim."""
+        log.info(f"race: {run_dir.path.name} is being run by another sweep; waiting for it")
+        while run_dir.claim.exists():
+            time.sleep(self.sweeper.settings["claim_poll_seconds"])
+
+
+def _print(record: dict) -> None:
+    kind = record["type"]
+    if kind == "decision" and "mean" in record:
+        ci = record["ci"]
+        ci_text = f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci[0] is not None else "[-]"
+        p = " ".join(f"p_{k}={record[f'p_{k}']:.3g}" for k in ("best", "baseline", "anchor")
+                     if record.get(f"p_{k}") is not None)
+        log.info(f"race round {record['round']} ({record['phase']}): {record['config']}: n={record['n']} "
+                 f"mean={record['mean']:.2f} CI {ci_text} {p} -> {record['action']}")
+    elif kind == "decision":
+        log.info(f"race round {record['round']}: {record['config']} -> {record['action']} ({record.get('reason')})")
+    elif kind == "stop":
+        log.info(f"race: stop after round {record['round']}: {record['reason']}; winner {record['winner']!r}")
+    elif kind == "run" and record["state"] != "done":
+        log.info(f"race: run {record['config']} s{record['seed']} failed: {record['error']}")

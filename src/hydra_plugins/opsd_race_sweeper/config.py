@@ -1,0 +1,36 @@
+"""Schema of `hydra/sweeper=race`; the values (with their meaning) live in conf/hydra/sweeper/race.yaml.
+
+No `from __future__ import annotations` here: Hydra executes plugin modules outside sys.modules, where
+dataclasses cannot resolve string annotations.
+"""
+
+
+from dataclasses import dataclass
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class RaceSweeperConf:
+    _target_: str = "hydra_plugins.opsd_race_sweeper.race_sweeper.RaceSweeper"
+    min_seeds: int = MISSING  # seeds every config gets before the first test
+    max_seeds: int = MISSING  # seeds per config at most (racing phase)
+    seeds_per_round: int = MISSING  # seeds added to every live config per round
+    alpha: float = MISSING  # level of the final "better than the baseline" claim (Holm)
+    stop_alpha: float = MISSING  # Holm level of a round's best vs the baseline that ends the race
+    eliminate_alpha: float = MISSING  # Holm level of "worse than the best" that drops a config
+    anchor_alpha: float = MISSING  # level of the test against the published anchor (reported only)
+    target_half_width: float = MISSING  # stop when every live config's CI half-width is <= this
+    budget_gpu_hours: Optional[float] = MISSING  # stop before a round would pass it; null = no budget
+    confirm_seeds: int = MISSING  # fresh seeds of the winner after the race
+    first_seed: int = MISSING  # seeds are first_seed, first_seed + 1, ...
+    max_failures: int = MISSING  # failed runs after which a config leaves the race
+    baseline: Optional[str] = MISSING  # the in-sweep baseline config as overrides, e.g. "learning_rate=5e-6"
+    metric: str = MISSING  # eval.json metric the race decides on
+    claim_poll_seconds: float = MISSING  # how often to look at a run that another sweep is running
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="race_schema", node=RaceSweeperConf,
+                             provider="opsd_sweep")

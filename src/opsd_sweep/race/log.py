@@ -1,0 +1,84 @@
+"""race.jsonl: every record of a race, one JSON object per line, appended as it happens.
+
+Record types: "race" (header: configs, baseline, anchor, settings), "run" (one finished run: config,
+seed, phase, state, score, run_dir), "decision" (round, phase, config, n, mean, ci, p_best, p_baseline,
+p_anchor, action), "stop" (round, reason, winner) and "state" (a snapshot `RaceState` restores).
+A restarted race reads the file back: the last state, and the runs (re-read from their run dirs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from opsd_sweep.race.policy import RaceState, RunResult
+from opsd_sweep.race.results import read_run_result
+from opsd_sweep.race.settings import RaceSpec
+from opsd_sweep.runs import utc_now
+
+
+class RaceLog:
+    """Append-only race.jsonl in the sweep's results folder."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def records(self) -> list[dict]:
+        """Every complete record; a line cut short by a crash (the last one) is ignored."""
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def append(self, record: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def start_or_resume(self, spec: RaceSpec, metric: str) -> tuple[RaceState, list[RunResult]]:
+        """Write the header of a new race, or restore the state and results of the race logged here.
+
+        Raises ValueError when the log belongs to another grid or baseline (it names the fix).
+        """
+        records = self.records()
+        header = _header(spec, metric)
+        if not records:
+            self.append(header)
+            return RaceState(), []
+        old = records[0]
+        if (old.get("configs"), old.get("baseline"), old.get("metric")) != \
+                (header["configs"], header["baseline"], header["metric"]):
+            raise ValueError(f"{self.path} logs another race (configs {old.get('configs')}, baseline "
+                             f"{old.get('baseline')!r}, metric {old.get('metric')!r}); give this race its own "
+                             f"folder with group=<name>, or move that file away to start over")
+        latest = [r for r in records if r["type"] in ("race", "resume")][-1]
+        if latest.get("settings") != header["settings"]:
+            self.append(header | {"type": "resume", "note": "settings changed on resume"})
+        states = [r for r in records if r["type"] == "state"]
+        state = RaceState.from_record(states[-1]) if states else RaceState()
+        runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r["type"] == "run"}
+        results = [_reread(r, metric) for r in runs.values()]
+        return state, results
+
+
+def _header(spec: RaceSpec, metric: str) -> dict:
+    return {"type": "race", "started_at": utc_now(), "configs": list(spec.configs), "baseline": spec.baseline,
+            "metric": metric, "anchor": dataclasses.asdict(spec.anchor) if spec.anchor else None,
+            "settings": dataclasses.asdict(spec.settings)}
+
+
+def _reread(record: dict, metric: str) -> RunResult:
+    """A logged run as a result: done runs are read again from their run dir (per-problem data)."""
+    if record["state"] == "done" and record.get("run_dir"):
+        return read_run_result(record["run_dir"], record["config"], record["seed"], record["phase"], metric)
+    return RunResult(record["config"], record["seed"], record["phase"], "failed", gpu_hours=record["gpu_hours"],
+                     run_dir=record.get("run_dir"), error=record.get("error"))

@@ -1,0 +1,184 @@
+"""The racing policy as pure functions: hand-built result tables in, decisions and next runs out."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from opsd_sweep.analysis.stats import holm, paired_by_problem, pooled_sd
+from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RaceState, RunResult, decide, run_race
+from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
+
+SETTINGS = dict(min_seeds=3, max_seeds=8, seeds_per_round=1, alpha=0.05, stop_alpha=0.02, eliminate_alpha=0.05,
+                anchor_alpha=0.01, target_half_width=0.0, budget_gpu_hours=None, confirm_seeds=2, first_seed=1,
+                max_failures=2)
+ANCHOR = Anchor("paper", 54.22, 1.48, 5)
+
+
+def spec(configs=("base", "a", "b"), baseline="base", anchor=ANCHOR, **changes) -> RaceSpec:
+    return RaceSpec(tuple(configs), baseline, anchor, RaceSettings(**SETTINGS | changes))
+
+
+def done(config, seed, score, phase="race", gpu_hours=1.0):
+    return RunResult(config, seed, phase, "done", float(score), None, gpu_hours)
+
+
+def table(scores: dict[str, list[float]]) -> list[RunResult]:
+    return [done(c, i + 1, s) for c, values in scores.items() for i, s in enumerate(values)]
+
+
+def decisions(step) -> dict[str, dict]:
+    return {r["config"]: r for r in step.records if r["type"] == "decision"}
+
+
+def test_first_round_asks_min_seeds_of_every_config_and_tests_nothing_before():
+    step = decide([], RaceState(), spec())
+    assert sorted((q.config, q.seed) for q in step.runs) == [(c, s) for c in ("a", "b", "base") for s in (1, 2, 3)]
+    partial = table({"base": [50, 51], "a": [40, 41, 40], "b": [50, 52, 51]})
+    step = decide(partial, RaceState(), spec())
+    assert [(q.config, q.seed) for q in step.runs] == [("base", 3)] and step.records == []
+
+
+def test_round_statistics_are_pooled_holm_adjusted_and_eliminate_the_clearly_worse():
+    scores = {"base": [50.0, 53.0, 51.0], "a": [40.0, 43.0, 41.5], "b": [52.0, 55.0, 50.0]}
+    s = spec()
+    step = decide(table(scores), RaceState(), s)
+    rows = decisions(step)
+    sd, df = pooled_sd([np.array(v) for v in scores.values()])
+    assert all(r["pooled_sd"] == pytest.approx(sd) for r in rows.values())
+    summaries = {c: ConfigSummary(c, np.array(v), None) for c, v in scores.items()}
+    pooled = Pooled(sd * sd, df)
+    assert rows["b"]["best"] and rows["b"]["p_best"] is None
+    raw_best = [compare(summaries["a"], summaries["b"], pooled, 0.95).p]  # base is never tested for elimination
+    assert rows["a"]["p_best"] == pytest.approx(holm(raw_best)[0])
+    raw_base = [compare(summaries[c], summaries["base"], pooled, 0.95).p for c in ("a", "b")]
+    assert [rows["a"]["p_baseline"], rows["b"]["p_baseline"]] == pytest.approx(list(holm(raw_base)))
+    ci = rows["b"]["ci"]
+    assert ci[1] - ci[0] == pytest.approx(2 * 2.446912 * sd / math.sqrt(3), rel=1e-5)  # t(0.975, df=6)
+    assert rows["a"]["action"] == "eliminate" and rows["b"]["action"] == rows["base"]["action"] == "continue"
+    assert step.state.eliminated == {"a": 0} and step.state.round == 1
+    assert sorted((q.config, q.seed) for q in step.runs) == [("b", 4), ("base", 4)]
+
+
+def test_the_baseline_is_never_eliminated():
+    step = decide(table({"base": [40.0, 41.0, 40.5], "a": [55.0, 56.0, 55.5], "b": [55.2, 56.1, 55.0]}),
+                  RaceState(), spec(stop_alpha=1e-9))
+    assert decisions(step)["base"]["action"] == "continue" and "base" not in step.state.eliminated
+
+
+def test_paired_by_problem_matches_the_analysis_statistic_when_variances_agree():
+    """With equal run-score variances the pooled variance is that variance, and the race's comparison
+    is exactly stats.paired_by_problem (run term + config x problem term)."""
+    rng = np.random.default_rng(1)
+    a = rng.uniform(40, 60, size=(4, 30))
+    b = a[::-1] + rng.normal(0, 10, size=30) - 2.0  # same run means (reordered), per-problem effects
+    arm, ref = ConfigSummary("a", a.mean(1), a), ConfigSummary("b", b.mean(1), b)
+    pooled = Pooled.of([arm, ref])
+    ours, theirs = compare(arm, ref, pooled, 0.95), paired_by_problem(a, b)
+    assert ours.delta == pytest.approx(theirs.delta)
+    assert ours.se == pytest.approx(theirs.se) and ours.p == pytest.approx(theirs.p, rel=1e-6)
+    unpaired = compare(ConfigSummary("a", a.mean(1), None), ConfigSummary("b", b.mean(1), None), pooled, 0.95)
+    assert unpaired.se < ours.se  # the problem term is added, never ignored
+
+
+def test_stop_when_decided_then_confirm_the_winner_on_fresh_seeds():
+    scores = {"base": [50.0, 51.0, 50.5], "a": [58.0, 59.0, 58.5], "b": [49.0, 50.5, 49.5]}
+    step = decide(table(scores), RaceState(), spec())
+    stop = [r for r in step.records if r["type"] == "stop"][0]
+    assert stop["reason"].startswith("decided") and stop["winner"] == "a"
+    assert decisions(step)["a"]["action"] == "confirm"
+    assert step.state.phase == "confirm" and step.state.confirm_from == 4
+    assert [(q.config, q.seed, q.phase) for q in step.runs] == [("a", 4, "confirm"), ("a", 5, "confirm")]
+    confirmed = table(scores) + [done("a", 4, 57.0, "confirm"), done("a", 5, 59.0, "confirm")]
+    final = decide(confirmed, step.state, spec())
+    rows = decisions(final)
+    assert final.state.phase == "done" and final.runs == []
+    assert rows["a"]["action"] == "better" and rows["a"]["winner"] and rows["a"]["confirm_n"] == 2
+    assert rows["a"]["n"] == 5 and rows["base"]["action"] == "baseline"
+
+
+def test_fresh_seeds_that_disagree_withdraw_the_claim():
+    scores = {"base": [50.0, 51.0, 50.5, 50.0, 51.0], "a": [58.0, 59.0, 58.5, 58.0, 59.0]}
+    s = spec(configs=("base", "a"), confirm_seeds=1)
+    step = decide(table(scores), RaceState(), s)
+    final = decide(table(scores) + [done("a", 6, 49.0, "confirm")], step.state, s)
+    row = decisions(final)["a"]
+    assert row["p_baseline"] <= 0.05 and row["delta_baseline"] > 0  # significant on all runs...
+    assert row["action"] == "inconclusive"  # ...but the unbiased fresh seed sits below the baseline
+
+
+def test_the_anchor_alone_never_makes_a_claim():
+    """Without an in-sweep baseline a config far above the anchor is labelled, not declared better."""
+    s = spec(configs=("a", "b"), baseline=None)
+    records = []
+    state, _ = run_race(s, lambda runs: [done(q.config, q.seed, 70.5 + q.seed % 2 if q.config == "a" else 50.5 + q.seed % 3,
+                                               q.phase) for q in runs], emit=records.append)
+    a = next(r for r in records if r.get("phase") == "final" and r["config"] == "a")
+    assert a["anchor"] == "better" and a["p_anchor"] <= 0.01
+    assert a["action"] == "no baseline"
+    assert state.winner == "a" and state.stop_reason == "decided: one config left"
+
+
+@pytest.mark.parametrize("changes, reason", [
+    (dict(target_half_width=5.0), "precise"),
+    (dict(max_seeds=3), "max_seeds"),
+    (dict(budget_gpu_hours=9.5), "budget"),
+])
+def test_precision_max_seeds_and_budget_stop_the_race(changes, reason):
+    scores = {"base": [50.0, 53.0, 51.0], "a": [51.0, 52.0, 50.0], "b": [52.0, 50.0, 51.5]}
+    step = decide(table(scores), RaceState(), spec(**changes))
+    assert step.state.stop_reason.startswith(reason), step.state.stop_reason
+
+
+def test_failed_runs_get_fresh_seeds_and_a_config_that_keeps_failing_leaves():
+    failed = RunResult("a", 2, "race", "failed", error="boom")
+    results = table({"base": [50, 51, 52], "a": [50, 51], "b": [50, 51, 52]})
+    results = [r for r in results if not (r.config == "a" and r.seed == 2)] + [failed]
+    step = decide(results, RaceState(), spec())
+    assert [(q.config, q.seed) for q in step.runs] == [("a", 3), ("a", 4)]
+    step = decide(results + [RunResult("a", 3, "race", "failed")], RaceState(), spec())
+    assert step.state.dropped == {"a": "2 failed runs"}
+    assert decisions(step)["a"]["action"] == "drop"
+    assert "a" not in decisions(step) or decisions(step)["a"]["action"] == "drop"
+
+
+def test_a_race_cut_anywhere_and_resumed_decides_exactly_as_an_uncut_one():
+    rng = np.random.default_rng(7)
+    true = {"base": 54.0, "a": 57.0, "b": 54.0, "c": 46.0}
+    draws = {(c, seed, phase): rng.normal(m, 3.5) for c, m in true.items() for seed in range(1, 40)
+             for phase in ("race", "confirm")}
+
+    def execute(runs):
+        return [done(q.config, q.seed, draws[(q.config, q.seed, q.phase)], q.phase) for q in runs]
+
+    s = spec(configs=tuple(true), max_seeds=12)
+    whole = []
+    run_race(s, execute, emit=whole.append)
+    for cut in (5, len(whole) // 2, len(whole) - 3):
+        kept = whole[:cut]
+        states = [RaceState.from_record(r) for r in kept if r["type"] == "state"]
+        results = [done(r["config"], r["seed"], r["score"], r["phase"]) for r in kept if r["type"] == "run"]
+        resumed = []
+        run_race(s, execute, state=states[-1] if states else None, results=results, emit=resumed.append)
+        assert _decisions(kept + resumed) == _decisions(whole)
+
+
+def _decisions(records: list[dict]) -> list[dict]:
+    """Decision and stop records by (type, round, phase, config); a round cut before its state snapshot
+    is decided again after the restart, to the same records."""
+    merged: dict = {}
+    for r in records:
+        if r["type"] in ("decision", "stop"):
+            key = (r["type"], r["round"], r.get("phase"), r.get("config"))
+            assert merged.setdefault(key, r) == r
+    return list(merged.values())
+
+
+def test_settings_are_checked_with_the_fix():
+    with pytest.raises(ValueError) as err:
+        spec(min_seeds=1, stop_alpha=2.0, baseline="nope")
+    text = str(err.value)
+    assert "min_seeds=1 must be >= 2" in text and "stop_alpha=2.0 must be in (0, 1)" in text
+    assert "baseline 'nope' is not one of the configs" in text
