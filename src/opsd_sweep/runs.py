@@ -91,6 +91,11 @@ class RunDir:
         return self.path / "claims"
 
     @property
+    def submission(self) -> Path:
+        """The SLURM job last submitted for this run (written by the SLURM launcher)."""
+        return self.path / "slurm_submission.json"
+
+    @property
     def train_dir(self) -> Path:
         return self.path / "train"
 

@@ -74,8 +74,9 @@ class _Scheduler:
                 worker.process.terminate()
                 worker.process.join(10)
         for job in pending:
-            error = JobFailedError(f"not started: fail_fast stopped the sweep after {stopped_by.label} failed")
-            returns[job.num] = job.job_return(JobStatus.FAILED, error)
+            why = f"not started: fail_fast stopped the sweep after {stopped_by.label} failed"
+            self.progress.not_started(job, why)
+            returns[job.num] = job.job_return(JobStatus.FAILED, JobFailedError(why))
         return [returns[job.num] for job in self.jobs]
 
     def _start(self, job: PlannedJob, gpus: list[str], running: dict[int, Worker]) -> Worker:

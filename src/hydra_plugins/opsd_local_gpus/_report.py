@@ -48,6 +48,17 @@ class Progress:
         self.running += 1
         log.info(f"start {job.label} on {where} | {self.counts()}")
 
+    def not_started(self, job: PlannedJob, why: str) -> None:
+        self.pending -= 1
+        self.failed += 1
+        self.failures.append((job, why))
+
+    def requeued(self, job: PlannedJob, why: str) -> None:
+        """A job that ran elsewhere goes back to this sweep's queue."""
+        self.running -= 1
+        self.pending += 1
+        log.info(f"queue {job.label} again: {why} | {self.counts()}")
+
     def ended(self, job: PlannedJob, ret: JobReturn, seconds: Optional[float] = None,
               was_running: bool = True) -> None:
         failed, text = outcome(ret)

@@ -1,0 +1,140 @@
+"""The SLURM side of a sweep: submit what must run as one job array, follow every job to its end."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from omegaconf import OmegaConf
+
+from ._grid import PlannedJob, check_gpu_capacity, load_hooks, plan_jobs
+from ._report import Progress, settle
+
+if TYPE_CHECKING:
+    from .slurm_launcher import OpsdSlurmLauncher
+
+log = logging.getLogger(__name__)
+
+
+def launch_slurm(launcher: OpsdSlurmLauncher, job_overrides: Sequence[Sequence[str]],
+                 initial_job_idx: int) -> list[JobReturn]:
+    assert launcher.config is not None and launcher.hydra_context is not None
+    config = launcher.config
+    setup_globals()
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    hooks = load_hooks(launcher.hooks)
+    # job.id becomes the SLURM job id inside the job (submitit launcher's __call__)
+    jobs = plan_jobs(launcher.hydra_context, config, job_overrides, initial_job_idx, hooks, job_id="pending-{num}")
+    node_gpus = launcher.params.get("gpus_per_node") or 0
+    check_gpu_capacity(jobs, node_gpus, "a node (hydra.launcher.gpus_per_node)",
+                       "lower train.num_gpus (and the batch sizes) or pick a bigger preset (slurm_8gpu)")
+    log.info(f"SLURM sweep of {len(jobs)} jobs, output under {config.hydra.sweep.dir}")
+    progress = Progress(len(jobs))
+    returns = _Follower(launcher, hooks, progress).run(jobs)
+    return settle(jobs, [returns[job.num] for job in jobs], progress)
+
+
+def make_executor(launcher: OpsdSlurmLauncher) -> Any:
+    """A submitit SLURM executor with the launcher's parameters (submitit's own names, slurm_ prefixed)."""
+    import submitit
+
+    params = dict(launcher.params)
+    executor = submitit.AutoExecutor(folder=params.pop("submitit_folder"), cluster="slurm",
+                                     slurm_max_num_timeout=params.pop("max_num_timeout"))
+    shared = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(**{k if k in shared else f"slurm_{k}": v for k, v in params.items()})
+    return executor
+
+
+class _Follower:
+    """Skips settled runs, waits for runs held elsewhere, submits the rest, and reports each end."""
+
+    def __init__(self, launcher: OpsdSlurmLauncher, hooks, progress: Progress) -> None:
+        self.launcher, self.hooks, self.progress = launcher, hooks, progress
+        self.executor = make_executor(launcher)
+        self.returns: dict[int, JobReturn] = {}
+        self.waiting: dict[int, PlannedJob] = {}
+        self.submitted: dict[int, tuple[PlannedJob, Any]] = {}
+        self.started_at: dict[int, float] = {}  # when each submitted job was first seen running
+
+    def run(self, jobs: list[PlannedJob]) -> dict[int, JobReturn]:
+        to_submit = []
+        for job in jobs:
+            action, detail = self.hooks.probe_job(job.task_config()) if self.hooks else ("submit", "")
+            if action in ("done", "failed"):
+                ret = job.job_return(JobStatus.COMPLETED, {"state": "skipped", "reason": detail})
+                self.returns[job.num] = ret
+                self.progress.ended(job, ret, was_running=False)
+            elif action == "wait":
+                self.waiting[job.num] = job
+                self.progress.started(job, f"another process, attached ({detail})")
+            else:
+                to_submit.append(job)
+        self._submit(to_submit)
+        try:
+            while self.waiting or self.submitted:
+                time.sleep(self.launcher.poll_s)
+                self._check_waiting()
+                self._check_submitted()
+        except KeyboardInterrupt:
+            log.info(f"detached: {len(self.submitted)} SLURM job(s) keep running; "
+                     "run the same command again to re-attach")
+            raise SystemExit(130) from None
+        return self.returns
+
+    def _submit(self, jobs: list[PlannedJob]) -> None:
+        if not jobs:
+            return
+        args = [(job.overrides, "hydra.sweep.dir", job.num, f"job_id_for_{job.num}", Singleton.get_state())
+                for job in jobs]
+        slurm_jobs = self.executor.map_array(self.launcher, *zip(*args))
+        for job, slurm_job in zip(jobs, slurm_jobs):
+            self.submitted[job.num] = (job, slurm_job)
+            if self.hooks:
+                self.hooks.record_submitted_job(job.task_config(), slurm_job.job_id)
+        log.info(f"submitted {len(jobs)} job(s): " + ", ".join(f"#{j.num} -> {s.job_id}" for j, s in
+                                                             zip(jobs, slurm_jobs)))
+
+    def _check_waiting(self) -> None:
+        for num, job in list(self.waiting.items()):
+            action, detail = self.hooks.probe_job(job.task_config())
+            if action == "wait":
+                continue
+            del self.waiting[num]
+            if action == "submit":  # its holder ended without finishing it: run it here
+                self.progress.requeued(job, detail)
+                self._submit([job])
+                continue
+            value = {"state": "done"} if action == "done" else {"state": "failed", "error": detail}
+            self.returns[num] = ret = job.job_return(JobStatus.COMPLETED, value)
+            self.progress.ended(job, ret)
+
+    def _check_submitted(self) -> None:
+        for num, (job, slurm_job) in list(self.submitted.items()):
+            done = slurm_job.done()
+            if num not in self.started_at and (done or slurm_job.state == "RUNNING"):
+                self.started_at[num] = time.monotonic()
+                self.progress.started(job, f"SLURM job {slurm_job.job_id}")
+            if done:
+                del self.submitted[num]
+                self.returns[num] = ret = self._result(job, slurm_job)
+                self.progress.ended(job, ret, time.monotonic() - self.started_at[num])
+
+    def _result(self, job: PlannedJob, slurm_job: Any) -> JobReturn:
+        try:
+            return slurm_job.results()[0]
+        except Exception as err:  # the job died (cancelled, killed, node failure, too many time-outs)
+            message = f"SLURM job {slurm_job.job_id} ended {slurm_job.state}: {str(err).strip().splitlines()[0]}"
+            error = {"message": message, "log": str(slurm_job.paths.stderr)}
+            if self.hooks:
+                try:
+                    self.hooks.record_lost_job(job.task_config(), error, {"job_id": slurm_job.job_id})
+                except Exception as hook_err:  # recording is best effort; the failure is reported either way
+                    log.warning(f"could not record {job.label} as failed: {hook_err}")
+            return job.job_return(JobStatus.FAILED, RuntimeError(message))

@@ -1,0 +1,161 @@
+"""`python -m opsd_sweep.status [RESULTS_ROOT] [--watch]`: every run under a results root, by state.
+
+One row per run dir: state, phase, training step progress (from train/metrics.jsonl), elapsed time,
+ETA of the training phase (ETA), GPU-hours, where it runs. A run whose status says training/evaluating but
+whose owner is gone (a killed sweep) shows as 'interrupted': re-running its sweep resumes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+from omegaconf import OmegaConf
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from opsd_sweep.runs import RunDir, current_owner, owner_alive, read_json
+
+ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "done")
+STYLE = {"training": "cyan", "evaluating": "cyan", "pending": "yellow", "queued": "yellow",
+         "interrupted": "magenta", "failed": "red", "done": "green"}
+ACTIVE = ("pending", "training", "evaluating")
+
+
+@dataclass
+class RunRow:
+    name: str
+    state: str
+    step: Optional[int]
+    max_steps: Optional[int]
+    elapsed_s: Optional[float]
+    eta_s: Optional[float]
+    gpu_hours: float
+    where: str
+    note: str
+
+
+def find_runs(root: Path) -> list[RunDir]:
+    """Run dirs under root: those with a status.json or a SLURM submission, outside Hydra's folders."""
+    found = {p.parent for pattern in ("status.json", "slurm_submission.json") for p in root.rglob(pattern)}
+    return [RunDir(p) for p in sorted(found) if ".hydra" not in p.relative_to(root).parts]
+
+
+def _seconds_between(start: Optional[str], end: Optional[str]) -> Optional[float]:
+    if not start:
+        return None
+    stop = datetime.fromisoformat(end) if end else datetime.now(timezone.utc)
+    return (stop - datetime.fromisoformat(start)).total_seconds()
+
+
+def _training_progress(run_dir: RunDir) -> tuple[Optional[int], Optional[float]]:
+    """(last logged step, mean seconds per step over the last 5 steps) from metrics.jsonl."""
+    try:
+        lines = run_dir.metrics.read_text().splitlines()
+    except FileNotFoundError:
+        return None, None
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line being written right now
+    if not records:
+        return None, None
+    recent = [r["step_seconds"] for r in records[-5:] if "step_seconds" in r]
+    return max(r["step"] for r in records), (sum(recent) / len(recent) if recent else None)
+
+
+def _max_steps(run_dir: RunDir) -> Optional[int]:
+    try:
+        return int(OmegaConf.load(run_dir.config).train.max_steps)
+    except (FileNotFoundError, AttributeError, ValueError):
+        return None
+
+
+def run_row(run_dir: RunDir, root: Path) -> RunRow:
+    name = str(run_dir.path.relative_to(root))
+    status = run_dir.read_status()
+    state = status.get("state")
+    if state is None:  # submitted to SLURM, not started yet
+        job = read_json(run_dir.submission).get("job_id") if run_dir.submission.exists() else None
+        return RunRow(name, "queued", None, None, None, None, 0.0, f"SLURM {job}", "")
+    if state in ACTIVE:
+        owner = current_owner(run_dir)
+        if owner is None or not owner_alive(owner):
+            state = "interrupted"
+    step, step_seconds = _training_progress(run_dir)
+    max_steps = _max_steps(run_dir)
+    eta = None
+    if state == "training" and step_seconds is not None and max_steps is not None:
+        eta = (max_steps - (step or 0)) * step_seconds
+    where = f"SLURM {status['job_id']}" if status.get("job_id") else f"{status.get('host', '?')}:{status.get('pid', '?')}"
+    if status.get("gpus"):
+        where += f" GPU {','.join(map(str, status['gpus']))}"
+    error = (status.get("error") or {}).get("message") or ""
+    note = error.strip().splitlines()[0][:80] if error and state == "failed" else ""
+    gpu_hours = status.get("gpu_hours") if isinstance(status.get("gpu_hours"), (int, float)) else 0.0
+    return RunRow(name, state, step, max_steps,
+                  _seconds_between(status.get("started_at"), status.get("ended_at")), eta, gpu_hours, where, note)
+
+
+def _duration(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return ""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def render(rows: list[RunRow], root: Path) -> Group:
+    rows = sorted(rows, key=lambda r: (ORDER.index(r.state) if r.state in ORDER else len(ORDER), r.name))
+    table = Table(title=f"runs under {root}", title_justify="left")
+    table.add_column("run", overflow="fold")
+    for column, justify in (("state", "left"), ("steps", "right"), ("elapsed", "right"), ("ETA", "right"),
+                            ("GPU-h", "right"), ("where", "left"), ("note", "left")):
+        table.add_column(column, justify=justify)
+    for r in rows:
+        steps = f"{r.step or 0}/{r.max_steps}" if r.max_steps else ""
+        table.add_row(r.name, Text(r.state, style=STYLE.get(r.state, "")), steps, _duration(r.elapsed_s),
+                      _duration(r.eta_s), f"{r.gpu_hours:.3f}", r.where, r.note)
+    counts = {state: sum(r.state == state for r in rows) for state in ORDER}
+    total = " ".join(f"{state} {n}" for state, n in counts.items() if n)
+    footer = Text(f"{len(rows)} runs: {total or 'none'} | GPU-hours {sum(r.gpu_hours for r in rows):.3f}")
+    return Group(table, footer)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m opsd_sweep.status", description=__doc__.splitlines()[0])
+    parser.add_argument("results_root", nargs="?", default="results", help="results root (default: results)")
+    parser.add_argument("--watch", action="store_true", help="refresh the table until Ctrl-C")
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes with --watch")
+    args = parser.parse_args(argv)
+    root = Path(args.results_root).absolute()
+    if not root.is_dir():
+        parser.error(f"no results root at {root}; pass the folder your sweeps write to (results_root)")
+
+    def snapshot() -> Group:
+        return render([run_row(r, root) for r in find_runs(root)], root)
+
+    console = Console()
+    if not args.watch:
+        console.print(snapshot())
+        return
+    with Live(snapshot(), console=console, auto_refresh=False) as live:
+        try:
+            while True:
+                time.sleep(args.interval)
+                live.update(snapshot(), refresh=True)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""The whole grid is composed and checked before the first job: one clear error, nothing runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_sweep
+
+
+@pytest.mark.parametrize("grid, expected, unexpected", [
+    (["train.max_step=3", "seed=1,2"], ["unknown config key 'train.max_step'", "did you mean 'train.max_steps'?"], []),
+    (["learning_rate=-1,1e-3", "seed=1,2"],
+     ["the sweep was not started: 2 of 4 jobs cannot run.", "#0 profile=tiny learning_rate=-1 seed=1",
+      "#1 profile=tiny learning_rate=-1 seed=2", "learning_rate=-1.0 must be > 0"], ["#2", "#3"]),
+    (["train.global_batch_size=16", "seed=1,2"],
+     ["train.global_batch_size=16 != GPUs 1 x per_device_batch_size 8 x grad_accum_steps 1 = 8"], []),
+    (["train.num_gpus=2", "train.global_batch_size=16", "seed=1,2", "hydra.launcher.gpus=[0]"],
+     ["needs 2 GPUs but the launcher (GPUs ['0']) has 1", "hydra.launcher.gpus=[...]"], []),
+], ids=["unknown-key", "invalid-value", "batch-sizes", "too-many-gpus"])
+def test_an_invalid_grid_fails_at_once_with_every_problem(tmp_path, cache_dir, grid, expected, unexpected):
+    proc = run_sweep(["-m", "profile=tiny", *grid], tmp_path, cache_dir, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    for text in expected:
+        assert text in output
+    for text in unexpected:
+        assert text not in output
+    assert not list(tmp_path.rglob("status.json")) and not list(tmp_path.rglob("config.yaml"))
+    assert "Traceback" not in output
