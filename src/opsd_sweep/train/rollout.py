@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from opsd_sweep.config import RunConfig
+from opsd_sweep.config import RolloutConfig, RunConfig
 
 # Static caches are sized by prompt width + max_new_tokens, and a new size means a new compile:
 # prompts are left-padded up to a multiple of this so a run sees only a few sizes.
@@ -57,8 +57,8 @@ def left_pad(prompts: list[list[int]], pad_id: int, width: int, device) -> tuple
 class HFRollout:
     """transformers `generate` on the training model (adapter on = the current student), seeded per call."""
 
-    def __init__(self, run: RunConfig, model, pad_id: int, eos_ids: list[int], static_cache: bool):
-        self.cfg, self.model, self.pad_id, self.eos_ids = run.rollout, model, pad_id, eos_ids
+    def __init__(self, cfg: RolloutConfig, model, pad_id: int, eos_ids: list[int], static_cache: bool):
+        self.cfg, self.model, self.pad_id, self.eos_ids = cfg, model, pad_id, eos_ids
         self.static_cache = static_cache
 
     @torch.no_grad()
@@ -86,7 +86,7 @@ class HFRollout:
 def make_rollout(run: RunConfig, model, tokenizer, eos_ids: list[int], device: torch.device, rank: int):
     """The configured backend; `model` is the (unwrapped) PEFT student."""
     if run.rollout.backend == "hf":
-        return HFRollout(run, model, tokenizer.pad_token_id, eos_ids, static_cache=device.type == "cuda")
+        return HFRollout(run.rollout, model, tokenizer.pad_token_id, eos_ids, static_cache=device.type == "cuda")
     if run.rollout.backend == "vllm":
         from opsd_sweep.train.rollout_vllm import VLLMRollout
 

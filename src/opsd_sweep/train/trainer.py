@@ -47,7 +47,8 @@ class OPSDTrainer:
         from accelerate import Accelerator, DistributedType
         from accelerate.utils import set_seed
 
-        self.accelerator = acc = Accelerator(cpu=self.t.num_gpus == 0)
+        # CPU when asked (num_gpus=0) or when there is no GPU (CPU processes then talk over gloo)
+        self.accelerator = acc = Accelerator(cpu=self.t.num_gpus == 0 or not torch.cuda.is_available())
         self._check_world()
         self.sharded = acc.distributed_type == DistributedType.FSDP
         if self.sharded and self.run.rollout.backend == "hf":
