@@ -124,10 +124,13 @@ def bench_loss(s: Shapes, device, dtype) -> dict:
         return step
 
     results["naive_bf16"] = measure(run(lambda: naive_loss(student, teacher, mask)), device)
-    for chunk in sorted({s.chunk_size, 4 * s.chunk_size}):
-        results[f"ours_chunk{chunk}"] = measure(run(lambda: opsd_loss(
-            student, teacher, mask, chunk_size=chunk, **LOSS)[0]), device)
+    results[f"ours_chunk{s.chunk_size}"] = measure(run(lambda: opsd_loss(
+        student, teacher, mask, chunk_size=s.chunk_size, **LOSS)[0]), device)
     results["accuracy"] = accuracy(student, teacher, mask, s.chunk_size)
+    if device.type == "cuda":
+        results["profile_ours"] = kernel_profile(run(lambda: opsd_loss(
+            student, teacher, mask, chunk_size=s.chunk_size, **LOSS)[0]))
+        print(results["profile_ours"], flush=True)
     del student, teacher
     # the trainer's path: from final hidden states through the (frozen, tied) LM head
     hidden = torch.randn(B, T, H, device=device, generator=gen).to(dtype).requires_grad_()
@@ -146,6 +149,16 @@ def bench_loss(s: Shapes, device, dtype) -> dict:
     results["ours_from_hidden"] = measure(hidden_step(
         lambda: opsd_loss_from_hidden(hidden, teacher_hidden, weight, mask, spec)[0]), device)
     return results
+
+
+def kernel_profile(fn) -> str:
+    """The CUDA kernels of one call of fn, by total time (where the loss spends its time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60)
 
 
 def accuracy(student, teacher, mask, chunk_size: int) -> dict:
@@ -358,7 +371,8 @@ def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: 
     if tiny:
         overrides += ["model.dtype=float32", "rollout.top_k=0"]
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        run = load_run_config(compose(config_name="config", overrides=overrides))
+        # the basic launcher: the sweep launchers' plugins (submitit) are not needed to make one run config
+        run = load_run_config(compose(config_name="config", overrides=["hydra/launcher=basic", *overrides]))
     run_dir = RunDir(work / f"trainer_{gpus}gpu")
     run_dir.path.mkdir(parents=True, exist_ok=True)
     run_dir.config.write_text(OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
@@ -376,7 +390,7 @@ def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: 
     started = time.perf_counter()
     log = out / f"trainer_{gpus}gpu.log"
     with open(log, "w") as handle:  # streamed, so a timeout still leaves the log behind
-        done = subprocess.run(command, env=env, stdout=handle, stderr=subprocess.STDOUT, timeout=420)
+        done = subprocess.run(command, env=env, stdout=handle, stderr=subprocess.STDOUT, timeout=240)
     if done.returncode != 0:
         raise RuntimeError(f"trainer on {gpus} GPU(s) exited {done.returncode}: {log.read_text()[-2000:]}")
     lines = [json.loads(line) for line in run_dir.metrics.read_text().splitlines()]

@@ -113,13 +113,11 @@ def chunk_divergence(zs: torch.Tensor, zt: torch.Tensor, spec: LossSpec, need_gr
 
 
 @functools.cache
-def _compiled_chunk_divergence():
-    return torch.compile(chunk_divergence, dynamic=True)
-
-
-def _chunk_function(logits: torch.Tensor):
-    """Compiled on CUDA (a few fused kernels instead of ~20 fp32 passes), eager elsewhere."""
-    return _compiled_chunk_divergence() if logits.is_cuda else chunk_divergence
+def _compiled_chunk_divergence(spec: LossSpec, need_grad: bool, grad_dtype: torch.dtype):
+    """chunk_divergence compiled for one loss and one chunk shape: on CUDA its ~20 fp32 passes fuse
+    into a few kernels. Callers pad the last chunk so every call has that shape."""
+    return torch.compile(functools.partial(chunk_divergence, spec=spec, need_grad=need_grad,
+                                           grad_dtype=grad_dtype), dynamic=False)
 
 
 def _log_softmax_(z: torch.Tensor) -> torch.Tensor:
@@ -150,6 +148,10 @@ def _divergence_terms(log_ps: torch.Tensor, log_pt: torch.Tensor, beta: float):
 
 # --- all tokens, chunked, differentiable ---------------------------------------------------------
 
+def _compiles(tensor: torch.Tensor) -> bool:
+    return tensor.is_cuda
+
+
 class _ChunkedDivergence(torch.autograd.Function):
     """Sum over the selected rows of the per-token loss; the gradient is formed during forward.
 
@@ -164,12 +166,19 @@ class _ChunkedDivergence(torch.autograd.Function):
         grad_input = torch.zeros_like(student) if want_input else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_weight else None
         stats = [student.new_zeros((0, 5), dtype=torch.float32)]
-        divergence = _chunk_function(student)
+        need_grad = want_input or want_weight
         grad_dtype = student.dtype if weight is None else weight.dtype
+        compiled = _compiles(student)
+        divergence = (_compiled_chunk_divergence(spec, need_grad, grad_dtype) if compiled else
+                      functools.partial(chunk_divergence, spec=spec, need_grad=need_grad, grad_dtype=grad_dtype))
         for index in rows.split(spec.chunk_size):
+            n = index.numel()
+            if compiled and n < spec.chunk_size:  # keep the compiled shape: repeat a row, drop its results
+                index = torch.cat([index, index[-1:].expand(spec.chunk_size - n)])
             s_rows, t_rows = student.index_select(0, index), teacher.index_select(0, index)
-            chunk_stats, grad = divergence(_project(s_rows, weight), _project(t_rows, weight), spec,
-                                           want_input or want_weight, grad_dtype)
+            chunk_stats, grad = divergence(_project(s_rows, weight), _project(t_rows, weight))
+            index, s_rows, chunk_stats = index[:n], s_rows[:n], chunk_stats[:n]
+            grad = None if grad is None else grad[:n]
             stats.append(chunk_stats)
             if grad is None:
                 continue
