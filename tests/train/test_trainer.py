@@ -145,3 +145,20 @@ def test_batch_arithmetic_is_checked_in_the_recipe_and_against_the_launch(world,
     run = train_run(world, tmp_path, "train.num_gpus=2", "train.global_batch_size=16")
     with pytest.raises(ValueError, match="train.num_gpus=2 but 1 processes were launched"):
         OPSDTrainer(run, make_run_dir(tmp_path / "w", run)).setup()
+
+
+def test_two_processes_train_with_ddp_and_checkpoint_every_rank(world, tmp_path):
+    """Two CPU processes over gloo (torchrun): gradients all-reduced, one metrics line per step, and
+    each checkpoint holds every rank's RNG state next to the shared adapter and optimizer."""
+    run = train_run(world, tmp_path, "train.num_gpus=2", "train.per_device_batch_size=2",
+                    "train.global_batch_size=8", "train.max_steps=2", "train.save_steps=1")
+    run_dir = make_run_dir(tmp_path / "ddp", run)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+               str(29400 + os.getpid() % 1000), "-m", "opsd_sweep.train", str(run_dir.path)]
+    done = subprocess.run(command, env=trainer_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [line["step"] for line in read_metrics(run_dir)] == [1, 2]
+    for step in (1, 2):
+        files = {p.name for p in run_dir.checkpoint(step).iterdir()}
+        assert {"adapter_model.safetensors", "state.pt", "rank0.pt", "rank1.pt", "trainer_state.json"} <= files
+    assert json.loads((run_dir.checkpoint(2) / "trainer_state.json").read_text()) == {"step": 2, "world_size": 2}
