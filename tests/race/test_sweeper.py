@@ -15,6 +15,7 @@ from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunResult, run_race
 from opsd_sweep.race.results import read_run_result
 from opsd_sweep.simulate import simulate_run
 from tests.conftest import compose, run_sweep
+from tests.orchestration.test_slurm import slurm_missing
 
 pytestmark = pytest.mark.slow
 
@@ -22,9 +23,6 @@ pytestmark = pytest.mark.slow
 AXIS = ["learning_rate=-1,2e-6,5e-6,2e-5"]
 FIXED = ["executor=simulate", "group=race", "simulate.lr_curvature=6", "simulate.train_seed_sd=2"]
 RACE = ["hydra.sweeper.baseline='learning_rate=5e-6'", "hydra.sweeper.max_seeds=5", "hydra.sweeper.confirm_seeds=2"]
-SETTINGS = dict(min_seeds=3, max_seeds=5, seeds_per_round=1, alpha=0.05, stop_alpha=0.02, eliminate_alpha=0.05,
-                anchor_alpha=0.01, target_half_width=0.0, budget_gpu_hours=None, confirm_seeds=2, first_seed=1,
-                max_failures=2)
 
 
 def race_command(launcher: str = "basic") -> list[str]:
@@ -75,8 +73,9 @@ def test_the_sweeper_decides_exactly_as_the_pure_policy(raced, tmp_path):
     """The same configs and seeds, simulated in-process and raced by run_race, give the same decisions."""
     results, _ = raced
     header = records(results)[0]
-    anchor = Anchor(**header["anchor"])
-    spec = RaceSpec(tuple(header["configs"]), header["baseline"], anchor, RaceSettings(**SETTINGS))
+    assert header["settings"]["max_seeds"] == 5 and header["settings"]["confirm_seeds"] == 2  # the overrides
+    spec = RaceSpec(tuple(header["configs"]), header["baseline"], Anchor(**header["anchor"]),
+                    RaceSettings(**header["settings"]))
 
     def execute(requests):
         out = []
@@ -115,11 +114,16 @@ def test_a_cut_race_resumes_from_its_log(raced, cache_dir):
     assert statuses and all(s["attempts"] == 1 for s in statuses)  # finished runs were not run again
 
 
-def test_race_runs_on_the_default_gpu_slot_launcher(tmp_path, cache_dir):
-    """The local_gpus launcher (subprocess workers, parallel CPU slots) under the race sweeper."""
-    args = ["-m", "hydra/sweeper=race", "executor=simulate", "hydra.launcher.gpus_per_job=0", "group=slots",
-            "learning_rate=5e-6,1e-5", "hydra.sweeper.baseline='learning_rate=5e-6'", "hydra.sweeper.max_seeds=3",
-            "hydra.sweeper.confirm_seeds=1"]
+@pytest.mark.parametrize("launcher", [
+    "local_gpus",
+    pytest.param("slurm_ci", marks=[pytest.mark.slurm,
+                                    pytest.mark.skipif(slurm_missing() is not None, reason=str(slurm_missing()))]),
+])
+def test_race_runs_on_the_gpu_slot_and_slurm_launchers(launcher, tmp_path, cache_dir):
+    """The same race through the local GPU-slot launcher (subprocess workers) and through SLURM."""
+    args = ["-m", "hydra/sweeper=race", f"hydra/launcher={launcher}", "executor=simulate",
+            "hydra.launcher.gpus_per_job=0", "group=slots", "learning_rate=5e-6,1e-5",
+            "hydra.sweeper.baseline='learning_rate=5e-6'", "hydra.sweeper.max_seeds=3", "hydra.sweeper.confirm_seeds=1"]
     proc = run_sweep(args, tmp_path, cache_dir, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [json.loads(line) for line in (tmp_path / "slots" / "race.jsonl").read_text().splitlines()]

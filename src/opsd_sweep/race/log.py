@@ -51,6 +51,9 @@ class RaceLog:
         """
         records = self.records()
         header = _header(spec, metric)
+        if self.path.exists() and not self.path.read_bytes().endswith(b"\n"):
+            with open(self.path, "a") as handle:  # end the line a kill cut short, so new records stay whole
+                handle.write("\n")
         if not records:
             self.append(header)
             return RaceState(), []

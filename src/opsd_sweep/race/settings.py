@@ -35,6 +35,9 @@ class RaceSettings:
         for key in ("alpha", "stop_alpha", "eliminate_alpha", "anchor_alpha"):
             if not 0 < getattr(self, key) < 1:
                 out.append(f"{key}={getattr(self, key)} must be in (0, 1), e.g. 0.05")
+        if self.anchor_alpha > self.alpha:
+            out.append(f"anchor_alpha={self.anchor_alpha} must be <= alpha={self.alpha}: the published anchor was "
+                       "measured elsewhere, so its test is the stricter one")
         if self.target_half_width < 0:
             out.append(f"target_half_width={self.target_half_width} must be >= 0 (0 = never stop on precision)")
         if self.budget_gpu_hours is not None and self.budget_gpu_hours <= 0:

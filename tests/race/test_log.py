@@ -1,0 +1,67 @@
+"""race.jsonl and reading runs back from run dirs: what a restarted race relies on."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from opsd_sweep.config import load_run_config
+from opsd_sweep.cycle import locate_run
+from opsd_sweep.race import RaceSettings, RaceSpec, RaceState, RunResult
+from opsd_sweep.race.log import RaceLog
+from opsd_sweep.race.results import gpu_hours_of, read_run_result
+from opsd_sweep.runs import RunDir
+from opsd_sweep.simulate import simulate_run
+from tests.conftest import compose
+from tests.race.test_policy import SETTINGS
+
+
+def simulated_run_dir(tmp_path, seed: int) -> RunDir:
+    run = load_run_config(compose(["executor=simulate", f"results_root={tmp_path}", f"seed={seed}"]))
+    _, run_dir = locate_run(run)
+    simulate_run(run, run_dir)
+    run_dir.update_status(state="done", gpu_hours={"train": 4.5, "evaluate": 1.5})
+    return run_dir
+
+
+def test_a_done_run_reads_back_with_its_per_problem_scores(tmp_path):
+    run_dir = simulated_run_dir(tmp_path, 1)
+    result = read_run_result(run_dir.path, "cfg", 1, "race", "avg_at_n")
+    assert result.state == "done" and result.gpu_hours == 6.0
+    assert result.problems.shape == (30,) and result.score == pytest.approx(result.problems.mean())
+    other = read_run_result(run_dir.path, "cfg", 1, "race", "maj_at_n")
+    assert other.problems is None  # only avg@n is the mean of per-problem rates
+
+
+def test_unfinished_or_broken_runs_read_back_as_failed_with_the_reason(tmp_path):
+    run_dir = simulated_run_dir(tmp_path, 2)
+    assert "no metric 'nope'" in read_run_result(run_dir.path, "c", 2, "race", "nope").error
+    run_dir.eval_json.unlink()
+    assert "eval.json" in read_run_result(run_dir.path, "c", 2, "race", "avg_at_n").error
+    run_dir.update_status(state="failed", error={"message": "train phase exited with code 1", "log": None})
+    failed = read_run_result(run_dir.path, "c", 2, "race", "avg_at_n")
+    assert failed.state == "failed" and failed.error == "train phase exited with code 1"
+    assert gpu_hours_of({"gpu_hours": 2.5}) == 2.5 and gpu_hours_of({}) == 0.0
+
+
+def test_the_log_restores_state_and_runs_and_refuses_another_race(tmp_path):
+    spec = RaceSpec(("a", "b"), "a", None, RaceSettings(**SETTINGS))
+    log = RaceLog(tmp_path / "race.jsonl")
+    assert log.start_or_resume(spec, "avg_at_n") == (RaceState(), [])
+    run_dir = simulated_run_dir(tmp_path, 3)
+    log.append(read_run_result(run_dir.path, "a", 3, "race", "avg_at_n").to_record())
+    log.append(RunResult("b", 1, "race", "failed", error="boom").to_record())
+    log.append(RaceState(round=2, eliminated={"c": 1}).to_record())
+    with open(log.path, "a") as handle:
+        handle.write('{"type": "state", "round": 3')  # a line cut short by a kill
+    state, results = log.start_or_resume(spec, "avg_at_n")
+    assert state == RaceState(round=2, eliminated={"c": 1})
+    assert [(r.config, r.state) for r in results] == [("a", "done"), ("b", "failed")]
+    assert results[0].problems is not None and np.isfinite(results[0].score)
+    log.append(RaceState(round=4).to_record())  # appends after the cut line stay readable
+    assert log.start_or_resume(spec, "avg_at_n")[0] == RaceState(round=4)
+    other = dataclasses.replace(spec, configs=("a", "b", "c"))
+    with pytest.raises(ValueError, match="logs another race .* group=<name>"):
+        log.start_or_resume(other, "avg_at_n")
