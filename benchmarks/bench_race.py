@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import math
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,7 +31,7 @@ from tqdm import tqdm
 
 from opsd_sweep import CONF_DIR
 from opsd_sweep.analysis import stats
-from opsd_sweep.analysis.stats import holm, welch_difference, welch_vs_anchor
+from opsd_sweep.analysis.stats import welch_difference, welch_vs_anchor
 from opsd_sweep.config import SimulateConfig
 from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunResult, run_race
 from opsd_sweep.race.compare import ConfigSummary
@@ -54,15 +53,16 @@ GRIDS = {
     "eighteen-equal": (0.0,) * 18,
 }
 
-# Settings shared by every candidate; the tuned ones come from CANDIDATES.
-BASE = dict(min_seeds=3, alpha=0.05, anchor_alpha=0.01, target_half_width=0.0, budget_gpu_hours=None,
-            first_seed=1, max_failures=2)
-CANDIDATES = [dict(stop_alpha=s, eliminate_alpha=e, confirm_seeds=c, seeds_per_round=1)
-              for s, e, c in itertools.product((0.05, 0.02, 0.01), (0.05, 0.2), (3, 5))]
-MAX_SEEDS = (10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64)
+# Settings shared by every candidate (the defaults of conf/hydra/sweeper/race.yaml); the tuned ones
+# come from CANDIDATES, and max_seeds per SD from MAX_SEEDS (the smallest one reaching 80% power).
+BASE = dict(min_seeds=3, alpha=0.05, anchor_alpha=0.01, target_half_width=1.0, budget_gpu_hours=None,
+            confirm_seeds=3, first_seed=1, max_failures=2, seeds_per_round=1)
+CANDIDATES = [dict(stop_alpha=s, eliminate_alpha=e) for s, e in itertools.product((0.01, 0.02, 0.03), (0.05, 0.1))]
+MAX_SEEDS = (8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64)
+SEED_POOL = MAX_SEEDS[-1] + BASE["confirm_seeds"] + 1  # seeds drawn per config: every sweep can ask for them
+FALSE_LIMIT_TUNING = 0.04  # tuning keeps a margin under the 5% target
 
 
-@lru_cache(maxsize=None)
 def noise_model(sd: float) -> SimulateConfig:
     conf = OmegaConf.merge(OmegaConf.structured(SimulateConfig), OmegaConf.load(CONF_DIR / "simulate/default.yaml"))
     return dataclasses.replace(OmegaConf.to_object(conf), train_seed_sd=sd)
@@ -113,7 +113,7 @@ def race_sweep(data: np.ndarray, settings: RaceSettings, anchor: Anchor | None =
     finals = []
     _, results = run_race(spec, execute, emit=lambda r: finals.append(r) if r.get("phase") == "final" else None)
     return Outcome({r["config"] for r in finals if r["action"] == "better"}, len(results),
-                   any(r.get("winner") and r.get("anchor") == "above" for r in finals))
+                   any(r.get("winner") and r.get("anchor") == "better" for r in finals))
 
 
 def fixed_grid_claims(data: np.ndarray, seeds: int, settings: RaceSettings) -> set:
@@ -154,16 +154,17 @@ def settings_of(candidate: dict, max_seeds: int) -> RaceSettings:
 
 
 def race_stats(grid_name: str, sd: float, settings: RaceSettings, sweeps: int, seed: int, *, shift: float = 0.0,
-               anchor: Anchor | None = None, label: str = "") -> dict:
-    """Power (claims == {c1}), false-claim rate (any claim but c1), mean runs, anchor-only rate."""
+               anchor: Anchor | None = None) -> dict:
+    """Racing over `sweeps` simulated sweeps: power (claims == the truly better configs), false-claim rate
+    (any other config claimed), mean runs, and how often the winner is labelled above the anchor.
+    The same `seed` gives the same sweeps whatever the settings (common random numbers)."""
     grid = GRIDS[grid_name]
     rng = np.random.default_rng([seed, int(sd * 10), len(grid), int(shift * 10)])
-    seeds = settings.max_seeds + settings.confirm_seeds + 1
+    better = {f"c{i}" for i, d in enumerate(grid) if d > 0}
     hits = false = above = runs = 0
-    for _ in tqdm(range(sweeps), desc=label or f"race {grid_name} sd={sd}", leave=False):
-        out = race_sweep(draw_sweep(grid, sd, seeds, rng, shift), settings, anchor)
-        better = {f"c{i}" for i, d in enumerate(grid) if d > 0}
-        hits += out.claims == better and bool(better)
+    for _ in tqdm(range(sweeps), desc=f"race {grid_name} sd={sd:g} max_seeds={settings.max_seeds}", leave=False):
+        out = race_sweep(draw_sweep(grid, sd, SEED_POOL, rng, shift), settings, anchor)
+        hits += bool(better) and out.claims == better
         false += bool(out.claims - better)
         above += out.anchor_above
         runs += out.runs
@@ -172,110 +173,134 @@ def race_stats(grid_name: str, sd: float, settings: RaceSettings, sweeps: int, s
 
 def fixed_power(grid_name: str, sd: float, seeds: int, settings: RaceSettings, sweeps: int, seed: int) -> float:
     grid = GRIDS[grid_name]
-    rng = np.random.default_rng([seed, int(sd * 10), len(grid), seeds])
+    rng = np.random.default_rng([seed, int(sd * 10), len(grid)])
     better = {f"c{i}" for i, d in enumerate(grid) if d > 0}
     hits = sum(fixed_grid_claims(draw_sweep(grid, sd, seeds, rng), seeds, settings) == better for _ in range(sweeps))
     return hits / sweeps
 
 
 def fixed_seeds_needed(grid_name: str, sd: float, settings: RaceSettings, sweeps: int, seed: int) -> tuple[int, float]:
-    """Smallest R with power >= POWER (bisection on R; power rises with R)."""
+    """Smallest R with power >= POWER (doubling, then bisection: power rises with R)."""
+    power = {}
+
+    def enough(r: int) -> bool:
+        power[r] = fixed_power(grid_name, sd, r, settings, sweeps, seed)
+        return power[r] >= POWER
+
     low, high = 2, 8
-    while fixed_power(grid_name, sd, high, settings, sweeps, seed) < POWER:
+    while not enough(high):
         low, high = high, high * 2
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (low, mid) if fixed_power(grid_name, sd, mid, settings, sweeps, seed) >= POWER else (mid, high)
-    return high, fixed_power(grid_name, sd, high, settings, sweeps, seed)
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high, power[high]
 
 
 def smallest_max_seeds(grid_name: str, sd: float, candidate: dict, sweeps: int, seed: int) -> tuple[int, dict]:
-    """The smallest max_seeds in MAX_SEEDS whose racing power is >= POWER (and its stats)."""
-    for max_seeds in MAX_SEEDS:
-        stats = race_stats(grid_name, sd, settings_of(candidate, max_seeds), sweeps, seed)
-        if stats["power"] >= POWER:
-            return max_seeds, stats
-    return MAX_SEEDS[-1], stats
+    """The smallest max_seeds in MAX_SEEDS whose racing power is >= POWER, with its stats (bisection;
+    the largest when none reaches it)."""
+    measured = {}
+
+    def enough(i: int) -> bool:
+        measured[i] = race_stats(grid_name, sd, settings_of(candidate, MAX_SEEDS[i]), sweeps, seed)
+        return measured[i]["power"] >= POWER
+
+    low, high = -1, len(MAX_SEEDS) - 1  # invariant: MAX_SEEDS[high] is enough (or the largest); low is not
+    if not enough(high):
+        return MAX_SEEDS[high], measured[high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return MAX_SEEDS[high], measured[high]
 
 
-def tune(sweeps: int, fixed_runs: dict) -> tuple[dict, dict, list]:
-    """On TUNING scenarios: per candidate, false claims on all-equal grids at the largest max_seeds, and
-    per SD the smallest max_seeds reaching 80% power; pick the candidate with the lowest mean ratio of
-    runs to the fixed grid among those with <= 4% false claims (a margin under the 5% target)."""
+@dataclass
+class Tuned:
+    candidate: dict
+    max_seeds: dict  # sd -> max_seeds
+    alt: dict  # sd -> race_stats on the six grid
+    false: dict  # sd -> false-claim rate on six equal configs
+    ratio: float  # mean over SDs of racing runs / fixed-grid runs
+
+
+def tune(sweeps: int, fixed_runs: dict) -> tuple[Tuned, list[Tuned]]:
+    """On TUNING scenarios only: per candidate and SD the smallest max_seeds with 80% power, and the
+    false-claim rate on six equal configs at that max_seeds. Pick the lowest runs ratio among candidates
+    with false claims <= FALSE_LIMIT_TUNING at every SD."""
     table = []
-    for candidate in tqdm(CANDIDATES, desc="tuning candidates"):
-        false = max(race_stats("six-equal", sd, settings_of(candidate, MAX_SEEDS[-1]), sweeps, TUNE_SEED)["false"]
-                    for sd in SDS)
-        per_sd = {sd: smallest_max_seeds("six", sd, candidate, sweeps, TUNE_SEED) for sd in SDS}
-        ratio = float(np.mean([per_sd[sd][1]["runs"] / fixed_runs[sd] for sd in SDS]))
-        table.append((candidate, false, per_sd, ratio))
-    eligible = [row for row in table if row[1] <= 0.04] or table
-    best = min(eligible, key=lambda row: row[3])
-    return best[0], {sd: best[2][sd][0] for sd in SDS}, table
+    for candidate in tqdm(CANDIDATES, desc="tuning"):
+        max_seeds, alt, false = {}, {}, {}
+        for sd in SDS:
+            max_seeds[sd], alt[sd] = smallest_max_seeds("six", sd, candidate, sweeps, TUNE_SEED)
+            false[sd] = race_stats("six-equal", sd, settings_of(candidate, max_seeds[sd]), sweeps, TUNE_SEED)["false"]
+        ratio = float(np.mean([alt[sd]["runs"] / fixed_runs[sd] for sd in SDS]))
+        table.append(Tuned(candidate, max_seeds, alt, false, ratio))
+        tqdm.write(f"  {candidate}: max_seeds {list(max_seeds.values())}, power "
+                   f"{[round(alt[sd]['power'], 3) for sd in SDS]}, false {[round(false[sd], 3) for sd in SDS]}, "
+                   f"runs/fixed {ratio:.3f}")
+    eligible = [t for t in table if max(t.false.values()) <= FALSE_LIMIT_TUNING] or table
+    return min(eligible, key=lambda t: t.ratio), table
 
 
 # --- report --------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a smoke run with few sweeps")
+    parser.add_argument("--quick", action="store_true", help="a smoke run with few sweeps (noisy figures)")
     args = parser.parse_args(argv)
     _fast_t()
-    report_n, tune_n, fixed_n = (60, 40, 100) if args.quick else (1000, 300, 2000)
+    report_n, tune_n, fixed_n = (40, 30, 60) if args.quick else (1000, 300, 2000)
     started = time.time()
-    reference = settings_of(CANDIDATES[0], MAX_SEEDS[-1])
+    reference = settings_of(CANDIDATES[0], MAX_SEEDS[-1])  # the fixed grid uses only alpha of these
 
-    print(f"# Fixed grid (6 configs, Holm vs in-sweep baseline, pooled SD): seeds for {POWER:.0%} power "
-          f"({fixed_n} sweeps per R)")
-    fixed = {}
+    print(f"## Fixed grid: seeds per config for {POWER:.0%} power ({fixed_n} sweeps per R, REPORT scenarios)")
+    fixed, fixed18 = {}, {}
     for sd in SDS:
         seeds, power = fixed_seeds_needed("six", sd, reference, fixed_n, REPORT_SEED)
-        fixed[sd] = 6 * seeds
-        print(f"  sd={sd}: R*={seeds} seeds/config -> {6 * seeds} runs (power {power:.3f})")
+        seeds18, power18 = fixed_seeds_needed("eighteen", sd, reference, fixed_n // 4, REPORT_SEED)
+        fixed[sd], fixed18[sd] = 6 * seeds, 18 * seeds18
+        print(f"  sd={sd:g}: 6 configs R*={seeds} -> {6 * seeds} runs (power {power:.3f}); "
+              f"18 configs R*={seeds18} -> {18 * seeds18} runs (power {power18:.3f})", flush=True)
 
-    print(f"\n# Tuning on TUNING scenarios ({tune_n} sweeps each)")
-    candidate, max_seeds, table = tune(tune_n, fixed)
-    for cand, false, per_sd, ratio in table:
-        print(f"  {cand}: false(all-equal, worst sd) {false:.3f}; max_seeds "
-              f"{[per_sd[sd][0] for sd in SDS]}; power {[round(per_sd[sd][1]['power'], 3) for sd in SDS]}; "
-              f"runs/fixed {ratio:.3f}")
-    print(f"  chosen: {candidate}, max_seeds per sd {max_seeds}")
+    print(f"\n## Tuning on TUNING scenarios ({tune_n} sweeps per point)", flush=True)
+    chosen, _ = tune(tune_n, fixed)
+    print(f"  chosen: {chosen.candidate}, max_seeds by SD {chosen.max_seeds}", flush=True)
 
-    print(f"\n# Report on REPORT scenarios ({report_n} sweeps each)")
-    print("| training-seed SD | fixed grid runs | racing runs | ratio | racing power | false 'better' (6 equal) |"
-          " false (18 equal) | max_seeds |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"\n## Report on REPORT scenarios ({report_n} sweeps each; 18-config grids {report_n // 2})")
+    print("| training-seed SD | max_seeds | fixed grid runs | racing runs | ratio | racing power | "
+          "false 'better', 6 equal | false, 18 equal | runs, 6 equal |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for sd in SDS:
-        settings = settings_of(candidate, max_seeds[sd])
+        settings = settings_of(chosen.candidate, chosen.max_seeds[sd])
         alt = race_stats("six", sd, settings, report_n, REPORT_SEED)
         null6 = race_stats("six-equal", sd, settings, report_n, REPORT_SEED)
-        null18 = race_stats("eighteen-equal", sd, settings, report_n, REPORT_SEED)
-        print(f"| {sd:g} | {fixed[sd]} | {alt['runs']:.1f} | {alt['runs'] / fixed[sd]:.3f} | {alt['power']:.3f} | "
-              f"{null6['false']:.3f} | {null18['false']:.3f} | {max_seeds[sd]} |", flush=True)
+        null18 = race_stats("eighteen-equal", sd, settings, report_n // 2, REPORT_SEED)
+        print(f"| {sd:g} | {settings.max_seeds} | {fixed[sd]} | {alt['runs']:.1f} | {alt['runs'] / fixed[sd]:.3f} | "
+              f"{alt['power']:.3f} | {null6['false']:.3f} | {null18['false']:.3f} | {null6['runs']:.0f} |", flush=True)
 
-    print("\n# 18-config grid (one +3, four equal, twelve 1-15 points worse)")
-    print("| training-seed SD | fixed grid runs (R*) | racing runs | ratio | racing power |")
+    print("\n## 18-config grid (one +3, four equal to the baseline, twelve 1-15 points worse)")
+    print("| training-seed SD | fixed grid runs | racing runs | ratio | racing power |")
     print("|---|---|---|---|---|")
     for sd in SDS:
-        seeds, _ = fixed_seeds_needed("eighteen", sd, reference, max(fixed_n // 4, 50), REPORT_SEED)
-        alt = race_stats("eighteen", sd, settings_of(candidate, max_seeds[sd]), report_n // 2, REPORT_SEED)
-        print(f"| {sd:g} | {18 * seeds} ({seeds}) | {alt['runs']:.1f} | {alt['runs'] / (18 * seeds):.3f} | "
-              f"{alt['power']:.3f} |", flush=True)
+        alt = race_stats("eighteen", sd, settings_of(chosen.candidate, chosen.max_seeds[sd]), report_n // 2,
+                         REPORT_SEED)
+        print(f"| {sd:g} | {fixed18[sd]} | {alt['runs']:.1f} | {alt['runs'] / fixed18[sd]:.3f} | {alt['power']:.3f} |",
+              flush=True)
 
-    print("\n# Baseline 1 point above the published anchor (6 equal configs), and the naive rule")
-    print("| training-seed SD | ours: false 'better' | ours: winner above anchor (reported only) |"
-          " naive: false 'better' (anchor 0 off) | naive (anchor 1 off) |")
+    print("\n## Baseline 1 point above the published anchor (6 equal configs); the naive rule for contrast")
+    print("| training-seed SD | ours: false 'better' | ours: winner labelled above the anchor (not a claim) | "
+          "naive: false 'better', anchor exact | naive, anchor 1 point off |")
     print("|---|---|---|---|---|")
     for sd in SDS:
-        shifted = race_stats("six-equal", sd, settings_of(candidate, max_seeds[sd]), report_n, REPORT_SEED,
-                             shift=1.0, anchor=ANCHOR, label=f"shifted sd={sd}")
-        naive = [_naive_false(sd, shift, report_n) for shift in (0.0, 1.0)]
-        print(f"| {sd:g} | {shifted['false']:.3f} | {shifted['anchor_above']:.3f} | {naive[0]:.3f} | "
-              f"{naive[1]:.3f} |", flush=True)
+        shifted = race_stats("six-equal", sd, settings_of(chosen.candidate, chosen.max_seeds[sd]), report_n,
+                             REPORT_SEED, shift=1.0, anchor=ANCHOR)
+        naive = [naive_false_rate(sd, shift, report_n) for shift in (0.0, 1.0)]
+        print(f"| {sd:g} | {shifted['false']:.3f} | {shifted['anchor_above']:.3f} | {naive[0]:.3f} | {naive[1]:.3f} |",
+              flush=True)
     print(f"\n({time.time() - started:.0f} s)")
 
 
-def _naive_false(sd: float, shift: float, sweeps: int, max_seeds: int = 20) -> float:
+def naive_false_rate(sd: float, shift: float, sweeps: int, max_seeds: int = 20) -> float:
     rng = np.random.default_rng([REPORT_SEED, int(sd * 10), 99, int(shift * 10)])
     return float(np.mean([bool(naive_race_sweep(draw_sweep(GRIDS["six-equal"], sd, max_seeds, rng, shift),
                                                 max_seeds).claims) for _ in range(sweeps)]))

@@ -27,8 +27,9 @@ def read_run_result(run_dir: str | Path, config: str, seed: int, phase: str, met
     status = run.read_status()
     base = dict(config=config, seed=seed, phase=phase, gpu_hours=gpu_hours_of(status), run_dir=str(run.path))
     if status.get("state") != "done":
-        error = (status.get("error") or {}).get("message") if isinstance(status.get("error"), dict) else status.get("error")
-        return RunResult(state="failed", error=error or f"state {status.get('state', 'unknown')!r} in {run.status}",
+        error = status.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        return RunResult(state="failed", error=message or f"state {status.get('state', 'unknown')!r} in {run.status}",
                          **base)
     try:
         evaluation = read_json(run.eval_json)
