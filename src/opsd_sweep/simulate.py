@@ -133,10 +133,9 @@ def _eval_record(run: RunConfig, correct: np.ndarray, rng: np.random.Generator) 
         answer = str(i)
         problems.append({"id": f"sim-{i:03d}", "answer": answer, "samples": [
             {"pred": answer if ok else str(i + 1 + int(rng.integers(0, 9))), "correct": bool(ok),
-             "formatted": True, "n_tokens": int(rng.integers(200, 2000)), "finish_reason": "stop",
-             "text": ""} for ok in row]})
+             "formatted": True, "n_tokens": int(rng.integers(200, 2000)), "finish_reason": "stop"} for ok in row]})
     return {"dataset": e.name, "n_problems": len(problems), "n_samples": e.n_samples,
             "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
                          "max_tokens": e.max_new_tokens, "thinking": e.thinking},
-            "checkpoint": None, "backend": "simulate", "simulated": True,
-            "metrics": compute_metrics(problems), "problems": problems}
+            "model": run.model.name, "checkpoint": None, "backend": "simulate", "seed": run.seed,
+            "created_at": utc_now(), "simulated": True, "metrics": compute_metrics(problems), "problems": problems}

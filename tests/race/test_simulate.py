@@ -67,12 +67,13 @@ def test_simulated_run_dir_has_the_evaluator_schema_and_is_labelled(tmp_path):
     assert evaluation["n_problems"] == 30 and evaluation["n_samples"] == 12
     assert evaluation["metrics"] == compute_metrics(evaluation["problems"])  # recomputable from the samples
     sample = evaluation["problems"][0]["samples"][0]
-    assert set(sample) == {"pred", "correct", "formatted", "n_tokens", "finish_reason", "text"}
+    assert set(sample) == {"pred", "correct", "formatted", "n_tokens", "finish_reason"}
     steps = [json.loads(line) for line in run_dir.metrics.read_text().splitlines()]
     assert [s["step"] for s in steps] == list(range(1, run.train.max_steps + 1))
     assert {"loss", "kl_true", "grad_norm", "lr", "rollout_len"} <= set(steps[-1])
     # the same run draws the same numbers again; another seed draws others
-    assert simulate_run(run, run_dir) == evaluation
+    again = simulate_run(run, run_dir)
+    assert again["problems"] == evaluation["problems"] and again["metrics"] == evaluation["metrics"]
     other = simulate_run(dataclasses.replace(run, seed=4), run_dir)
     assert other["metrics"] != evaluation["metrics"]
 
