@@ -18,8 +18,8 @@ def group_options(group: str) -> list[str]:
 def test_every_option_of_every_group_validates(group, tmp_path):
     for option in group_options(group):
         overrides = [f"{group}={option}"]
-        if group == "data" and option == "local":
-            overrides.append(f"data.path={tmp_path / 'train.jsonl'}")
+        if group in ("data", "eval") and option == "local":
+            overrides.append(f"{group}.path={tmp_path / 'table.jsonl'}")
         run = load_run_config(compose(overrides))
         assert run.train.global_batch_size >= 1
 

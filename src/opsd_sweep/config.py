@@ -102,6 +102,17 @@ class EvalConfig:
     batch_size: int = MISSING
     max_problems: Optional[int] = MISSING
     prompt: str = MISSING
+    id_field: Optional[str] = MISSING        # null = row position
+    checkpoint: Optional[str] = MISSING      # standalone mode: adapter or model dir (null = base model)
+    shard_size: int = MISSING                # samples per resumable shard file
+    engines: Optional[int] = MISSING         # data-parallel engines (null = one per GPU group)
+    tensor_parallel_size: int = MISSING      # vllm: GPUs per engine
+    gpu_memory_utilization: float = MISSING  # vllm
+    max_model_len: int = MISSING             # vllm: prompt + completion tokens per sequence
+    merge_lora: bool = MISSING               # vllm: merge the adapter into the weights (else LoRARequest)
+    hf_cache: str = MISSING                  # hf: dynamic | static (static = compiled decode on GPU)
+    grade_timeout: int = MISSING             # seconds per math-verify parse / verify call
+    grade_workers: int = MISSING             # 0 = grade in the main thread, else a process pool
 
 
 @dataclass
@@ -176,7 +187,10 @@ class RunConfig:
 # Fields that say where things are or how the run is launched, not what is computed: they never
 # enter the run key, so moving a results folder or switching launcher never repeats a finished run.
 NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "baseline")
-NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",), "eval": ("path", "batch_size", "backend"),
+NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
+                          "eval": ("path", "batch_size", "backend", "shard_size", "engines", "tensor_parallel_size",
+                                   "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
+                                   "grade_workers"),
                           "rollout": ("gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
                           "tiny": ("dir",)}
 
@@ -187,6 +201,7 @@ CHOICES = {
     "rollout.backend": ("hf", "vllm"),
     "loss.clip_mode": ("none", "elementwise", "per_token"),
     "eval.backend": ("hf", "vllm"),
+    "eval.hf_cache": ("dynamic", "static"),
     "executor": ("real", "simulate"),
 }
 
@@ -272,6 +287,15 @@ def validate(run: RunConfig) -> list[str]:
     need(0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")
     need(e.batch_size >= 1, f"eval.batch_size={e.batch_size} must be >= 1")
+    need(e.shard_size >= 1, f"eval.shard_size={e.shard_size} must be >= 1")
+    need(e.engines is None or e.engines >= 1, f"eval.engines={e.engines} must be >= 1 or null (one per GPU group)")
+    need(e.tensor_parallel_size >= 1, f"eval.tensor_parallel_size={e.tensor_parallel_size} must be >= 1")
+    need(0 < e.gpu_memory_utilization <= 1, f"eval.gpu_memory_utilization={e.gpu_memory_utilization} must be in (0, 1]")
+    need(e.backend != "vllm" or e.max_model_len > e.max_new_tokens,
+         f"eval.max_model_len={e.max_model_len} must exceed eval.max_new_tokens={e.max_new_tokens} by the prompt "
+         "length (e.g. eval.max_model_len=40960 for 38912 new tokens)")
+    need(e.grade_timeout >= 1, f"eval.grade_timeout={e.grade_timeout} must be >= 1 second")
+    need(e.grade_workers >= 0, f"eval.grade_workers={e.grade_workers} must be >= 0 (0 = main thread)")
     need(run.baseline.n >= 1 and run.baseline.sd >= 0, "baseline.n must be >= 1 and baseline.sd >= 0")
     if run.executor == "simulate":
         sm = run.simulate

@@ -1,10 +1,17 @@
-"""`python -m opsd_sweep.evaluate RUN_DIR`: the cycle's evaluation phase (writes RUN_DIR/eval/eval.json)."""
+"""Two entry points:
+
+    python -m opsd_sweep.evaluate RUN_DIR                      # the cycle's eval phase
+    python -m opsd_sweep.evaluate model=... eval=... [-m ...]  # standalone (Hydra overrides)
+"""
 
 import sys
 
-from opsd_sweep.evaluate.evaluator import main
+from opsd_sweep.evaluate.evaluator import main as evaluate_run_dir
+from opsd_sweep.evaluate.standalone import main as evaluate_standalone
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m opsd_sweep.evaluate RUN_DIR")
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    if len(args) == 1 and "=" not in args[0] and not args[0].startswith("-"):
+        evaluate_run_dir(args[0])
+    else:
+        evaluate_standalone()

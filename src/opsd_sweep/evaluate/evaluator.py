@@ -1,63 +1,178 @@
-"""The evaluation phase of a cycle: final checkpoint -> n samples per problem -> graded eval.json."""
+"""One evaluation: problems -> prompts -> shards on data-parallel engines -> grades -> eval.json.
+
+`evaluate` is shared by the cycle's phase (`python -m opsd_sweep.evaluate RUN_DIR`, `main` below)
+and the standalone mode (standalone.py). Outputs in the eval dir:
+  eval.json          metrics + every sample's pred, correctness, format flag, tokens, finish reason
+  completions.jsonl  every sample's text (one JSON object per line), for audits and regrading
+  shards/            finished shards while the evaluation runs (removed once eval.json is written)
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+import time
+from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from opsd_sweep.config import RunConfig, from_dict
-from opsd_sweep.data import load_rows
-from opsd_sweep.evaluate.generate import HFGenerator
-from opsd_sweep.evaluate.grade import grade
+from opsd_sweep.evaluate.datasets import Problem, load_problems
+from opsd_sweep.evaluate.generate import EngineSpec, Sample, Sampling
+from opsd_sweep.evaluate.grade import Grade, grade_many
 from opsd_sweep.evaluate.metrics import compute_metrics
-from opsd_sweep.modeling import load_model, load_tokenizer
-from opsd_sweep.prompts import render_prompt_ids
-from opsd_sweep.runs import RunDir, atomic_write_json
+from opsd_sweep.evaluate.prompts import render_eval_prompts
+from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
+from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
+from opsd_sweep.modeling import load_tokenizer
+from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, read_json, utc_now
 
 
-def load_student(run: RunConfig, checkpoint: Path | None, device):
-    """Base model with the run's LoRA adapter merged in (or the base model when no checkpoint)."""
-    model = load_model(run.model)
-    if checkpoint is not None:
-        from peft import PeftModel
+def resolve_weights(run: RunConfig, checkpoint: Path | None) -> tuple[str, str, str | None]:
+    """(model path, tokenizer path, adapter path) for the base model, a PEFT adapter or a full model dir."""
+    base = run.model.path
+    if checkpoint is None:
+        return base, base, None
+    if (checkpoint / "adapter_config.json").exists():
+        return base, base, str(checkpoint)
+    if (checkpoint / "config.json").exists():
+        own_tokenizer = (checkpoint / "tokenizer_config.json").exists()
+        return str(checkpoint), str(checkpoint) if own_tokenizer else base, None
+    raise FileNotFoundError(f"checkpoint {checkpoint} holds neither adapter_config.json (a PEFT adapter) nor "
+                            "config.json (a model dir); point eval.checkpoint at one of those")
 
-        model = PeftModel.from_pretrained(model, str(checkpoint)).merge_and_unload()
-    return model.to(device)
 
-
-def evaluate(run: RunConfig, checkpoint: Path | None, out_path: Path) -> dict:
-    import torch
-
+def engine_spec(run: RunConfig, checkpoint: Path | None) -> EngineSpec:
     e = run.eval
-    device = torch.device("cuda" if torch.cuda.is_available() and run.train.num_gpus > 0 else "cpu")
-    tokenizer = load_tokenizer(run.model)
-    rows = load_rows(e.path, e.split, {"problem": e.problem_field, "answer": e.answer_field}, e.max_problems)
-    prompts = [render_prompt_ids(tokenizer, e.prompt.format(problem=r["problem"]), e.thinking) for r in rows]
-    generator = HFGenerator(e, load_student(run, checkpoint, device), tokenizer, device)
-    generated = generator.generate(prompts, seed=run.seed)
-    problems = []
-    for row, samples in zip(rows, generated):
-        graded = [grade(s.text, row["answer"]) for s in samples]
-        problems.append({"id": row["id"], "answer": str(row["answer"]), "samples": [
-            {"pred": g.pred, "correct": g.correct, "formatted": g.formatted, "n_tokens": s.n_tokens,
-             "finish_reason": s.finish_reason, "text": s.text} for g, s in zip(graded, samples)]})
-    result = {"dataset": e.name, "n_problems": len(problems), "n_samples": e.n_samples,
-              "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
-                           "max_tokens": e.max_new_tokens, "thinking": e.thinking},
-              "checkpoint": str(checkpoint) if checkpoint else None, "backend": e.backend,
-              "metrics": compute_metrics(problems), "problems": problems}
-    atomic_write_json(out_path, result)
+    model_path, tokenizer_path, adapter_path = resolve_weights(run, checkpoint)
+    # evaluation never forces a length: min_new_tokens is 0 (benchmarks set it)
+    sampling = Sampling(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,
+                        max_new_tokens=e.max_new_tokens, min_new_tokens=0)
+    return EngineSpec(backend=e.backend, model_path=model_path, tokenizer_path=tokenizer_path,
+                      adapter_path=adapter_path, dtype=run.model.dtype,
+                      attn_implementation=run.model.attn_implementation, sampling=sampling,
+                      batch_size=e.batch_size, max_in_flight=e.batch_size, hf_cache=e.hf_cache,
+                      tensor_parallel_size=e.tensor_parallel_size,
+                      gpu_memory_utilization=e.gpu_memory_utilization, max_model_len=e.max_model_len,
+                      seed=run.seed)
+
+
+def check_fits(run: RunConfig, prompts: list[list[int]]) -> None:
+    """vLLM sequences are capped at max_model_len: fail now, not after the engines started."""
+    e = run.eval
+    needed = max(len(p) for p in prompts) + e.max_new_tokens
+    if e.backend == "vllm" and needed > e.max_model_len:
+        raise ValueError(f"eval.max_model_len={e.max_model_len} is too small: the longest prompt plus "
+                         f"eval.max_new_tokens={e.max_new_tokens} needs {needed}; "
+                         f"set eval.max_model_len={needed}")
+
+
+def merge_adapter(spec: EngineSpec, out_dir: Path) -> EngineSpec:
+    """vllm with merge_lora: write base + adapter merged into one model dir (once) and serve that."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    marker = out_dir / "merged_from.json"
+    source = {"model": spec.model_path, "adapter": spec.adapter_path}
+    if not (marker.exists() and read_json(marker) == source):
+        print(f"[evaluate] merging {spec.adapter_path} into {spec.model_path} -> {out_dir}", flush=True)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        model = AutoModelForCausalLM.from_pretrained(spec.model_path, dtype=getattr(torch, spec.dtype))
+        PeftModel.from_pretrained(model, spec.adapter_path).merge_and_unload().save_pretrained(out_dir)
+        AutoTokenizer.from_pretrained(spec.tokenizer_path).save_pretrained(out_dir)
+        atomic_write_json(marker, source)
+    return replace(spec, model_path=str(out_dir), tokenizer_path=str(out_dir), adapter_path=None)
+
+
+def problem_records(problems: list[Problem], n_samples: int, samples: dict[tuple[int, int], Sample],
+                    grades: list[Grade]) -> list[dict]:
+    """eval.json's per-problem records; `grades` is problem-major, like the pairs given to the grader."""
+    records = []
+    for p, problem in enumerate(problems):
+        rows = []
+        for s in range(n_samples):
+            sample, graded = samples[p, s], grades[p * n_samples + s]
+            rows.append({"pred": graded.pred, "correct": graded.correct, "formatted": graded.formatted,
+                         "n_tokens": sample.n_tokens, "finish_reason": sample.finish_reason})
+        records.append({"id": problem.id, "answer": problem.answer, "samples": rows})
+    return records
+
+
+def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path) -> dict:
+    """Evaluate `checkpoint` (None: the base model) on run.eval; write eval_dir/eval.json; return it.
+
+    An eval.json of the same plan is returned as is; finished shards of an interrupted run are kept.
+    """
+    e = run.eval
+    problems = load_problems(e)
+    spec = engine_spec(run, checkpoint)
+    prompts = render_eval_prompts(load_tokenizer(replace(run.model, path=spec.tokenizer_path)), e, problems)
+    check_fits(run, prompts)
+    ids = [p.id for p in problems]
+    shards = plan_shards(ids, e.n_samples, e.shard_size, run.seed)
+    plan = fingerprint(spec, prompts, ids, e.n_samples, e.shard_size, run.seed)
+    out = eval_dir / "eval.json"
+    if out.exists() and read_json(out).get("fingerprint") == plan:
+        print(f"[evaluate] {out} is up to date (plan {plan}); nothing to do", flush=True)
+        return read_json(out)
+    groups = engine_groups(e.backend, e.tensor_parallel_size, e.engines, visible_gpus())
+    store = ShardStore(eval_dir / "shards", plan)
+    store.prepare()
+    serve_spec = spec
+    pending = any(not store.done(shard.index) for shard in shards)
+    if pending and e.backend == "vllm" and spec.adapter_path is not None and e.merge_lora:
+        serve_spec = merge_adapter(spec, eval_dir / "merged")
+    started = time.monotonic()
+    resumed = run_plan(serve_spec, prompts, shards, store, groups, desc=f"eval {e.name}")
+    generation_seconds = time.monotonic() - started
+    samples = store.read(shards)
+    started = time.monotonic()
+    pairs = [(samples[p, s].text, problem.answer)
+             for p, problem in enumerate(problems) for s in range(e.n_samples)]
+    grades = grade_many(pairs, e.grade_timeout, e.grade_workers)
+    records = problem_records(problems, e.n_samples, samples, grades)
+    result = {
+        "dataset": e.name, "n_problems": len(problems), "n_samples": e.n_samples,
+        "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
+                     "max_tokens": e.max_new_tokens, "thinking": e.thinking},
+        "model": run.model.name, "checkpoint": str(checkpoint) if checkpoint else None, "backend": e.backend,
+        "seed": run.seed, "fingerprint": plan, "created_at": utc_now(),
+        "timing": {"engines": len(groups), "resumed_shards": resumed, "total_shards": len(shards),
+                   "generation_seconds": round(generation_seconds, 2),
+                   "grading_seconds": round(time.monotonic() - started, 2)},
+        "metrics": compute_metrics(records), "problems": records,
+    }
+    texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": samples[p, s].text}) + "\n"
+                    for p in range(len(problems)) for s in range(e.n_samples))
+    atomic_write_text(eval_dir / "completions.jsonl", texts)
+    atomic_write_json(out, result)
+    store.remove()
+    shutil.rmtree(eval_dir / "merged", ignore_errors=True)
     return result
 
 
-def main(run_dir: str | Path) -> None:
+def summary_line(result: dict) -> str:
+    m, n = result["metrics"], result["n_samples"]
+    return (f"{result['dataset']}: avg@{n} {m['avg_at_n']:.2f}  pass@{n} {m['pass_at_k'][str(n)]:.2f}  "
+            f"maj@{n} {m['maj_at_n']:.2f}  format {m['format_rate']:.1f}%  "
+            f"truncated {m['truncation_rate']:.1f}%  mean tokens {m['mean_tokens']:.0f}")
+
+
+def main(run_dir: str | Path) -> dict:
+    """The cycle's eval phase: evaluate the run's final checkpoint into RUN_DIR/eval/eval.json."""
     run_dir = RunDir(Path(run_dir))
+    if not run_dir.config.exists():
+        raise SystemExit(f"{run_dir.path}: no config.yaml. Pass a run directory written by "
+                         "`python -m opsd_sweep`, or evaluate without training: "
+                         "python -m opsd_sweep.evaluate model=... eval=...")
     run = from_dict(OmegaConf.to_container(OmegaConf.load(run_dir.config)))
     checkpoint = run_dir.latest_checkpoint()
     if checkpoint is None:
-        raise SystemExit(f"{run_dir.path}: no complete checkpoint under {run_dir.train_dir}; train first")
-    result = evaluate(run, checkpoint, run_dir.eval_json)
-    m = result["metrics"]
-    print(f"{run.eval.name}: avg@{run.eval.n_samples} {m['avg_at_n']:.2f}  pass@{run.eval.n_samples} "
-          f"{m['pass_at_k'][str(run.eval.n_samples)]:.2f}  format {m['format_rate']:.1f}%", flush=True)
+        if run_dir.read_status().get("kind") != "eval_only":
+            raise SystemExit(f"{run_dir.path}: no complete checkpoint under {run_dir.train_dir}; train first")
+        checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None  # a standalone eval's dir
+    result = evaluate(run, checkpoint, run_dir.eval_dir)
+    print(summary_line(result), flush=True)
+    return result

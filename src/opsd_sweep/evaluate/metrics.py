@@ -1,6 +1,8 @@
-"""Metrics computed from raw per-sample correctness only: the one audited place.
+"""Metrics from raw per-sample records only: the one audited place where they are computed.
 
-Convention: `correct` is a bool array [n_problems, n_samples].
+Shapes: `correct`, `formatted`, `truncated` are bool arrays [n_problems, n_samples]; `tokens` is a
+number array of the same shape; `preds` is a list (problems) of lists (samples) of str | None.
+Percentages are in [0, 100].
 """
 
 from __future__ import annotations
@@ -9,43 +11,76 @@ from collections import Counter
 
 import numpy as np
 
+from opsd_sweep.evaluate.grade import answer_key
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one problem with n samples, c correct: 1 - C(n-c, k) / C(n, k)."""
+    """Unbiased pass@k of one problem with n samples of which c are correct: 1 - C(n-c, k) / C(n, k).
+
+    Computed as the product 1 - prod_{i=n-c+1..n} (1 - k / i), which never forms the huge binomials.
+    """
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
     if n - c < k:
-        return 1.0
+        return 1.0  # every k-subset holds a correct sample
     return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 
 def avg_at_n(correct: np.ndarray) -> float:
-    """Mean correctness over problems x samples, in percent (avg@n = pass@1)."""
+    """Mean correctness over problems x samples, in percent (the headline; equals pass@1)."""
     return 100.0 * float(np.mean(correct))
 
 
+def pass_at_k_curve(correct: np.ndarray) -> dict[str, float]:
+    """{"1": pass@1, ..., "n": pass@n} in percent, averaged over problems."""
+    n = correct.shape[1]
+    counts = correct.sum(axis=1)
+    return {str(k): 100.0 * float(np.mean([pass_at_k(n, int(c), k) for c in counts]))
+            for k in range(1, n + 1)}
+
+
 def majority_at_n(preds: list[list[str | None]], correct: np.ndarray) -> float:
-    """Percent of problems whose most frequent formatted answer is correct (ties: first seen)."""
-    hits = 0
+    """Percent of problems whose most frequent answer (by `answer_key`) is correct.
+
+    Unformatted samples do not vote; a problem with no vote scores 0. A tie between several top
+    answers scores the fraction of them that are correct (the expected score of a random tie-break),
+    so the metric does not depend on sample order.
+    """
+    total = 0.0
     for row_preds, row_correct in zip(preds, correct):
-        votes = Counter(p for p in row_preds if p is not None)
+        votes: Counter[str] = Counter()
+        key_correct: dict[str, bool] = {}
+        for pred, ok in zip(row_preds, row_correct):
+            if pred is not None:
+                key = answer_key(pred)
+                votes[key] += 1
+                key_correct.setdefault(key, bool(ok))  # equal keys are graded alike; keep the first
         if votes:
-            top = votes.most_common(1)[0][0]
-            hits += bool(row_correct[row_preds.index(top)])
-    return 100.0 * hits / len(preds)
+            top = max(votes.values())
+            winners = [key for key, count in votes.items() if count == top]
+            total += sum(key_correct[key] for key in winners) / len(winners)
+    return 100.0 * total / len(preds)
+
+
+def _sample_array(problems: list[dict], field: str, dtype) -> np.ndarray:
+    return np.array([[s[field] for s in p["samples"]] for p in problems], dtype=dtype)
 
 
 def compute_metrics(problems: list[dict]) -> dict:
-    """All metrics from eval.json-style problem records (each with a `samples` list)."""
-    correct = np.array([[s["correct"] for s in p["samples"]] for p in problems], dtype=bool)
-    formatted = np.array([[s["formatted"] for s in p["samples"]] for p in problems], dtype=bool)
-    tokens = np.array([[s["n_tokens"] for s in p["samples"]] for p in problems], dtype=float)
+    """Every metric of eval.json from its `problems` records (each with a `samples` list)."""
+    if not problems:
+        raise ValueError("compute_metrics needs at least one problem record")
+    sizes = {len(p["samples"]) for p in problems}
+    if len(sizes) != 1 or 0 in sizes:
+        raise ValueError("every problem needs the same, non-zero number of samples; "
+                         f"found sizes {sorted(sizes)}")
+    correct = _sample_array(problems, "correct", bool)
     truncated = np.array([[s["finish_reason"] == "length" for s in p["samples"]] for p in problems])
-    n = correct.shape[1]
     return {
         "avg_at_n": avg_at_n(correct),
-        "pass_at_k": {str(k): 100.0 * float(np.mean([pass_at_k(n, int(c), k) for c in correct.sum(1)]))
-                      for k in range(1, n + 1)},
+        "pass_at_k": pass_at_k_curve(correct),
         "maj_at_n": majority_at_n([[s["pred"] for s in p["samples"]] for p in problems], correct),
-        "format_rate": 100.0 * float(formatted.mean()),
-        "mean_tokens": float(tokens.mean()),
+        "format_rate": 100.0 * float(_sample_array(problems, "formatted", bool).mean()),
+        "mean_tokens": float(_sample_array(problems, "n_tokens", float).mean()),
         "truncation_rate": 100.0 * float(truncated.mean()),
     }

@@ -1,0 +1,85 @@
+"""The evaluation plan (problems x samples cut into shards) and the shard files that make it resumable.
+
+Jobs are ordered sample-major (sample 0 of every problem, then sample 1, ...), so each shard mixes
+problems and shards cost about the same: engines that pull shards from one queue stay balanced.
+Each finished shard is one JSON file written atomically; a rerun skips the files that exist, as long
+as the plan's fingerprint (model, checkpoint, prompts, sampling, seeds) is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+from opsd_sweep.evaluate.generate import EngineSpec, Job, Sample, Shard
+from opsd_sweep.runs import atomic_write_json, read_json
+
+
+def derive_seed(*parts: object) -> int:
+    """A 31-bit seed from the run seed and a name (stable across processes, machines and versions)."""
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def plan_shards(problem_ids: list[str], n_samples: int, shard_size: int, seed: int) -> list[Shard]:
+    """problems x samples jobs in sample-major order, cut into shards of `shard_size` jobs.
+
+    A sample's seed depends on (run seed, problem id, sample number) only, so vllm draws the same
+    sample whatever the sharding; hf seeds per shard.
+    """
+    jobs = [Job(problem, sample, derive_seed(seed, problem_ids[problem], sample))
+            for sample in range(n_samples) for problem in range(len(problem_ids))]
+    return [Shard(index, derive_seed(seed, "shard", index), tuple(jobs[start:start + shard_size]))
+            for index, start in enumerate(range(0, len(jobs), shard_size))]
+
+
+def fingerprint(spec: EngineSpec, prompts: list[list[int]], problem_ids: list[str], n_samples: int,
+                shard_size: int, seed: int) -> str:
+    """What the samples depend on: engine identity, sampling, prompts and the plan — not GPU layout,
+    batch sizes or memory settings, which may change between a killed run and its resume."""
+    identity = {"backend": spec.backend, "model": spec.model_path, "adapter": spec.adapter_path,
+                "tokenizer": spec.tokenizer_path, "dtype": spec.dtype, "sampling": asdict(spec.sampling),
+                "prompts": hashlib.sha256(json.dumps(prompts).encode()).hexdigest(),
+                "problem_ids": problem_ids, "n_samples": n_samples, "shard_size": shard_size, "seed": seed}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class ShardStore:
+    """One directory of shard files for one plan fingerprint."""
+
+    def __init__(self, root: Path, plan_fingerprint: str):
+        self.root, self.fingerprint = Path(root), plan_fingerprint
+
+    def path(self, index: int) -> Path:
+        return self.root / f"shard-{index:05d}.json"
+
+    def prepare(self) -> None:
+        """Create the directory; drop shards of a different plan (they would mix two evaluations)."""
+        marker = self.root / "plan.json"
+        if marker.exists() and read_json(marker).get("fingerprint") != self.fingerprint:
+            shutil.rmtree(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(marker, {"fingerprint": self.fingerprint})
+
+    def done(self, index: int) -> bool:
+        return self.path(index).exists()
+
+    def write(self, shard: Shard, samples: list[Sample]) -> None:
+        records = [{"problem": job.problem, "sample": job.sample, **asdict(sample)}
+                   for job, sample in zip(shard.jobs, samples, strict=True)]
+        atomic_write_json(self.path(shard.index), {"fingerprint": self.fingerprint, "samples": records})
+
+    def read(self, shards: list[Shard]) -> dict[tuple[int, int], Sample]:
+        """Every sample of the plan, keyed by (problem index, sample number)."""
+        found: dict[tuple[int, int], Sample] = {}
+        for shard in shards:
+            for record in read_json(self.path(shard.index))["samples"]:
+                found[record["problem"], record["sample"]] = Sample(record["text"], record["n_tokens"],
+                                                                    record["finish_reason"])
+        return found
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,70 @@
+"""Standalone evaluation of any model or checkpoint, without training: a Hydra app over the same conf/.
+
+    python -m opsd_sweep.evaluate model=qwen3-1.7b eval=aime24 eval.n_samples=12 group=anchor
+    python -m opsd_sweep.evaluate eval.checkpoint=/path/to/checkpoint-100 eval.backend=vllm
+    python -m opsd_sweep.evaluate -m seed=1,2,3 group=anchor        # three evaluation seeds
+
+Each evaluation is a run directory <results_root>/<group>/eval-<model>-<checkpoint>-s<seed>-<key8>/
+with config.yaml, status.json (kind: eval_only) and eval/eval.json, so the analysis reads it like a
+run (e.g. as the baseline anchor). Its key hashes model, eval settings and seed: the same command
+resumes or skips a finished evaluation (force=true redoes it).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from opsd_sweep import CONF_DIR
+from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, find_run_dir, release_run, run_key, utc_now
+from opsd_sweep.tiny import ensure_tiny_assets
+
+KIND = "eval_only"
+
+
+def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
+    """The run dir of this evaluation: keyed by model, eval settings (checkpoint included) and seed."""
+    semantic = semantic_dict(run)
+    key = run_key({"kind": KIND, "model": semantic["model"], "eval": semantic["eval"], "seed": run.seed})
+    checkpoint = Path(run.eval.checkpoint).name if run.eval.checkpoint else "base"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"eval-{run.model.name}-{checkpoint}-s{run.seed}")
+    return key, find_run_dir(Path(run.results_root) / run.group, key, slug)
+
+
+def evaluate_standalone(run: RunConfig) -> dict:
+    if run.eval.checkpoint:
+        run.eval.checkpoint = str(Path(run.eval.checkpoint).expanduser().absolute())
+    key, run_dir = locate_eval_dir(run)
+    if run.force:
+        run_dir.eval_json.unlink(missing_ok=True)
+    claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
+    try:
+        atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
+        run_dir.update_status(key=key, kind=KIND, state="evaluating", started_at=utc_now(), ended_at=None,
+                              error=None)
+        print(f"[evaluate] {run.model.name} ({run.eval.checkpoint or 'base model'}) on {run.eval.name} "
+              f"-> {run_dir.path}", flush=True)
+        checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None
+        try:
+            result = evaluate(run, checkpoint, run_dir.eval_dir)
+        except BaseException as err:
+            run_dir.update_status(state="failed", ended_at=utc_now(), error={"message": repr(err)})
+            raise
+        run_dir.update_status(state="done", ended_at=utc_now())
+    finally:
+        release_run(claim)
+    print(summary_line(result), flush=True)
+    return result
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def main(cfg: DictConfig) -> float:
+    run = load_run_config(cfg)  # a bad config fails here, before any model is loaded
+    if run.tiny is not None:
+        ensure_tiny_assets(run.tiny)
+    return evaluate_standalone(run)["metrics"]["avg_at_n"]

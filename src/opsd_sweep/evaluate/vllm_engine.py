@@ -1,0 +1,91 @@
+"""The vLLM engine: one LLMEngine per process, continuous batching across shards.
+
+The only module that imports vllm. Written against vLLM's documented offline API (EngineArgs,
+LLMEngine.from_engine_args / add_request / step / has_unfinished_requests, SamplingParams with a
+per-request seed, token-id prompts, LoRARequest). The base model is served with the checkpoint's
+LoRA adapter through a LoRARequest, or with merged weights prepared by the evaluator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from opsd_sweep.evaluate.generate import EngineSpec, Feed, Finish, Progress, Sample, Shard
+
+# max_lora_rank values every recent vLLM accepts; an adapter's rank is rounded up to one of them
+LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_rank_bound(adapter_path: str) -> int:
+    """The smallest rank vLLM accepts that holds the adapter's rank r (from adapter_config.json)."""
+    rank = int(json.loads((Path(adapter_path) / "adapter_config.json").read_text())["r"])
+    for bound in LORA_RANKS:
+        if rank <= bound:
+            return bound
+    raise ValueError(f"LoRA adapter {adapter_path} has rank {rank} > {LORA_RANKS[-1]}, more than vLLM "
+                     "serves; set eval.merge_lora=true to serve merged weights instead")
+
+
+class VLLMEngine:
+    def __init__(self, spec: EngineSpec):
+        from vllm import EngineArgs, LLMEngine
+        from vllm.lora.request import LoRARequest
+
+        self.spec = spec
+        lora = spec.adapter_path is not None
+        lora_args = ({"enable_lora": True, "max_loras": 1,
+                      "max_lora_rank": lora_rank_bound(spec.adapter_path)} if lora else {})
+        args = EngineArgs(model=spec.model_path, tokenizer=spec.tokenizer_path, dtype=spec.dtype,
+                          seed=spec.seed, tensor_parallel_size=spec.tensor_parallel_size,
+                          gpu_memory_utilization=spec.gpu_memory_utilization,
+                          max_model_len=spec.max_model_len, max_num_seqs=spec.batch_size,
+                          enable_prefix_caching=True, disable_log_stats=True,
+                          **lora_args)
+        self.engine = LLMEngine.from_engine_args(args)
+        self.lora_request = LoRARequest("checkpoint", 1, spec.adapter_path) if lora else None
+
+    def _params(self, seed: int):
+        from vllm import SamplingParams
+
+        s = self.spec.sampling
+        return SamplingParams(n=1, temperature=s.temperature, top_p=s.top_p, top_k=max(s.top_k, 0),
+                              max_tokens=s.max_new_tokens, min_tokens=s.min_new_tokens, seed=seed)
+
+    def serve(self, prompts: Sequence[list[int]], feed: Feed, finish: Finish, progress: Progress) -> None:
+        """Keep up to max_in_flight sequences in the engine; take a new shard whenever there is room,
+        so a fast engine takes more shards than a slow one (work stealing across engines)."""
+        shards: dict[int, Shard] = {}
+        results: dict[int, list[Sample | None]] = {}
+        in_flight, exhausted = 0, False
+        while True:
+            while not exhausted and in_flight < self.spec.max_in_flight:
+                shard = feed()
+                if shard is None:
+                    exhausted = True
+                    break
+                shards[shard.index], results[shard.index] = shard, [None] * len(shard.jobs)
+                for position, job in enumerate(shard.jobs):
+                    self.engine.add_request(f"{shard.index}:{position}",
+                                            {"prompt_token_ids": list(prompts[job.problem])},
+                                            self._params(job.seed), lora_request=self.lora_request)
+                in_flight += len(shard.jobs)
+            if not self.engine.has_unfinished_requests():
+                if exhausted:
+                    return
+                continue
+            for output in self.engine.step():
+                if not output.finished:
+                    continue
+                shard_index, position = (int(part) for part in output.request_id.split(":"))
+                completion = output.outputs[0]
+                if completion.finish_reason not in ("stop", "length"):
+                    raise RuntimeError(f"vLLM ended request {output.request_id} with finish_reason "
+                                       f"{completion.finish_reason!r}; rerun the evaluation to resume")
+                results[shard_index][position] = Sample(completion.text, len(completion.token_ids),
+                                                        completion.finish_reason)
+                in_flight -= 1
+                progress(1)
+                if all(sample is not None for sample in results[shard_index]):
+                    finish(shards.pop(shard_index), results.pop(shard_index))

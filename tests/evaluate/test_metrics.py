@@ -1,0 +1,76 @@
+"""Metrics from raw records: pass@k against brute-force enumeration, majority vote, the full set."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from opsd_sweep.evaluate.metrics import avg_at_n, compute_metrics, majority_at_n, pass_at_k, pass_at_k_curve
+
+
+def brute_force_pass_at_k(n: int, c: int, k: int) -> float:
+    """The fraction of all k-subsets of n samples (c of them correct) holding a correct one."""
+    samples = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(samples, k))
+    return sum(any(subset) for subset in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n", range(1, 11))
+def test_pass_at_k_equals_enumeration(n):
+    for c in range(n + 1):
+        for k in range(1, n + 1):
+            assert pass_at_k(n, c, k) == pytest.approx(brute_force_pass_at_k(n, c, k), abs=1e-12), (n, c, k)
+
+
+def test_pass_at_k_is_stable_where_binomials_overflow_floats():
+    n, c, k = 2000, 3, 600
+    exact = 1 - math.comb(n - c, k) / math.comb(n, k)  # Python integers: exact
+    assert pass_at_k(n, c, k) == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.mark.parametrize("n, c, k", [(4, 5, 1), (4, -1, 1), (4, 2, 0), (4, 2, 5)])
+def test_pass_at_k_rejects_impossible_counts(n, c, k):
+    with pytest.raises(ValueError, match=f"n={n}, c={c}, k={k}"):
+        pass_at_k(n, c, k)
+
+
+def test_pass_at_1_curve_starts_at_avg_and_ends_at_any_correct():
+    correct = np.array([[1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=bool)
+    curve = pass_at_k_curve(correct)
+    assert curve["1"] == pytest.approx(avg_at_n(correct))
+    assert curve["4"] == pytest.approx(100 * 2 / 3)
+    assert list(curve) == ["1", "2", "3", "4"]
+
+
+def test_majority_vote_groups_equal_answers_and_splits_ties():
+    preds = [["80", "080", "7", None],      # 80 wins 2:1 -> correct
+             ["3", "4", None, None],        # tie 3 vs 4, one correct -> 0.5
+             [None, None, None, None],      # no vote -> 0
+             ["1", "2", "2", "1"]]          # tie, neither correct -> 0
+    correct = np.array([[1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]], dtype=bool)
+    assert majority_at_n(preds, correct) == pytest.approx(100 * 1.5 / 4)
+
+
+def record(pred, correct, tokens, reason):
+    return {"pred": pred, "correct": correct, "formatted": pred is not None, "n_tokens": tokens,
+            "finish_reason": reason}
+
+
+def test_compute_metrics_from_raw_records():
+    problems = [
+        {"id": "a", "answer": "5", "samples": [record("5", True, 10, "stop"), record(None, False, 40, "length")]},
+        {"id": "b", "answer": "6", "samples": [record("7", False, 20, "stop"), record("7", False, 30, "stop")]},
+    ]
+    m = compute_metrics(problems)
+    assert m == {"avg_at_n": 25.0, "pass_at_k": {"1": 25.0, "2": 50.0}, "maj_at_n": 50.0,
+                 "format_rate": 75.0, "mean_tokens": 25.0, "truncation_rate": 25.0}
+
+
+def test_compute_metrics_refuses_ragged_or_empty_records():
+    with pytest.raises(ValueError, match="same, non-zero number of samples"):
+        compute_metrics([{"samples": [record("1", True, 1, "stop")]}, {"samples": []}])
+    with pytest.raises(ValueError, match="at least one problem"):
+        compute_metrics([])
