@@ -23,8 +23,7 @@ def outcome(ret: JobReturn) -> tuple[bool, str]:
     if isinstance(value, Mapping) and "state" in value:
         if value["state"] == "failed":
             return True, _first_line(value.get("error", "failed"))
-        reason = value.get("reason")
-        return False, f"{value['state']}: {reason}" if reason else str(value["state"])
+        return False, str(value["state"])  # the task says why it skipped a run itself
     return False, "done"
 
 
@@ -60,8 +59,9 @@ class Progress:
         log.info(f"queue {job.label} again: {why} | {self.counts()}")
 
     def ended(self, job: PlannedJob, ret: JobReturn, seconds: Optional[float] = None,
-              was_running: bool = True) -> None:
+              was_running: bool = True, why: str = "") -> None:
         failed, text = outcome(ret)
+        text += f" ({why})" if why else ""
         if was_running:
             self.running -= 1
         else:

@@ -70,7 +70,7 @@ class _Follower:
             if action in ("done", "failed"):
                 ret = job.job_return(JobStatus.COMPLETED, {"state": "skipped", "reason": detail})
                 self.returns[job.num] = ret
-                self.progress.ended(job, ret, was_running=False)
+                self.progress.ended(job, ret, was_running=False, why=detail)
             elif action == "wait":
                 self.waiting[job.num] = job
                 self.progress.started(job, f"another process, attached ({detail})")
@@ -116,6 +116,10 @@ class _Follower:
             self.progress.ended(job, ret)
 
     def _check_submitted(self) -> None:
+        if self.submitted:
+            # One sacct call for all jobs per poll: submitit alone would look ever more rarely (up to
+            # every 10 minutes), so a killed job would be noticed late.
+            type(next(iter(self.submitted.values()))[1]).watcher.update()
         for num, (job, slurm_job) in list(self.submitted.items()):
             done = slurm_job.done()
             if num not in self.started_at and (done or slurm_job.state == "RUNNING"):

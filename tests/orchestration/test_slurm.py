@@ -1,0 +1,124 @@
+"""Sweeps on a real SLURM (ci/start_slurm.sh: one node, 2 CPUs, 2 fake GPUs, slurmdbd accounting)
+with hydra/launcher=slurm_ci: completion, killed jobs recorded failed and finished by a rerun, a
+requeue resuming training from its checkpoint, claims held by gone SLURM jobs taken over."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from opsd_sweep.runs import RunClaimedError, RunDir, claim_run, owner_alive, release_run, slurm_job_state
+from tests.conftest import run_sweep
+from tests.orchestration.conftest import (TINY, has_checkpoint, run_dirs, start_sweep, status, steps_logged,
+                                          wait_until)
+
+
+def slurm_missing() -> str | None:
+    """Why SLURM tests cannot run here, or None when a controller with accounting answers."""
+    if not all(shutil.which(tool) for tool in ("sbatch", "squeue", "sacct", "scontrol")):
+        return "SLURM client tools are not installed (apt-get install slurm-client; see ci/start_slurm.sh)"
+    for command in (["sinfo", "-h", "-o", "%t"], ["sacct", "-n", "-X", "-S", "now"]):
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            return f"`{' '.join(command)}` timed out"
+        if proc.returncode != 0:
+            return f"`{' '.join(command)}` failed ({proc.stderr.strip()[:200]}): start SLURM with ci/start_slurm.sh"
+    return None
+
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow,
+              pytest.mark.skipif(slurm_missing() is not None, reason=str(slurm_missing()))]
+
+SLURM = ["-m", "hydra/launcher=slurm_ci", *TINY]
+
+
+def job_state(job_id: str) -> str:
+    return slurm_job_state(job_id) or "UNKNOWN"
+
+
+def test_a_slurm_sweep_completes_and_a_rerun_submits_nothing(tmp_path, tiny_cache):
+    args = [*SLURM, "train.max_steps=1", "seed=1,2"]
+    proc = run_sweep(args, tmp_path, tiny_cache)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    submitted = dict(re.findall(r"#(\d) -> (\d+_\d)", output))
+    assert len(submitted) == 2
+    for seed, run_dir in run_dirs(tmp_path).items():
+        s = status(run_dir)
+        assert s["state"] == "done" and s["job_id"] == submitted[str(seed - 1)]  # job #0 is seed 1
+        assert (run_dir / "eval" / "eval.json").exists()
+    again = run_sweep(args, tmp_path, tiny_cache)
+    assert again.returncode == 0
+    assert (again.stdout + again.stderr).count("skipped (already done)") == 2
+    assert "submitted" not in again.stdout + again.stderr
+
+
+def test_killed_jobs_are_recorded_failed_a_requeue_resumes_and_a_rerun_completes(tmp_path, tiny_cache):
+    args = [*SLURM, "train.max_steps=6", "seed=1,2,3"]
+    sweep = start_sweep(args, tmp_path, tiny_cache, tmp_path / "sweep.log")
+    runs = lambda: run_dirs(tmp_path)  # noqa: E731
+
+    def training_with_checkpoint(seed: int) -> bool:
+        run = runs().get(seed)
+        return run is not None and has_checkpoint(run, 1) and status(run).get("state") == "training"
+
+    # The node runs two jobs at once: seeds 1 and 2 first. Cancel one, SIGKILL the other's process.
+    wait_until(lambda: training_with_checkpoint(1) and training_with_checkpoint(2), 600, "seeds 1 and 2 to train")
+    cancelled, killed = status(runs()[1]), status(runs()[2])
+    subprocess.run(["scancel", cancelled["job_id"]], check=True)
+    os.kill(killed["pid"], signal.SIGKILL)
+
+    # Seed 3 then starts; USR2 is what SLURM sends before the time limit: submitit checkpoints + requeues.
+    wait_until(lambda: training_with_checkpoint(3), 600, "seed 3 to train")
+    preempted = status(runs()[3])["job_id"]
+    subprocess.run(["scancel", "--signal=USR2", preempted], check=True)
+    wait_until(lambda: job_state(preempted) == "PENDING", 120, "the requeue", interval=0.5)
+    # A requeued job waits ~2 minutes before it may start again; let it start now.
+    subprocess.run(["scontrol", "update", f"JobId={preempted}", "StartTime=now"], check=True)
+    assert sweep.wait(600) == 1
+    output = (tmp_path / "sweep.log").read_text()
+
+    assert "2 job(s) of the sweep failed" in output
+    for run_dir, record in ((runs()[1], cancelled), (runs()[2], killed)):
+        s = status(run_dir)
+        assert s["state"] == "failed", s
+        assert record["job_id"] in output.split("of the sweep failed")[1]
+    assert re.search(rf"SLURM job {killed['job_id']} ended FAILED", status(runs()[2])["error"]["message"])
+    third = status(runs()[3])
+    assert third["state"] == "done" and third["attempts"] == 2 and third["job_id"] == preempted
+    restart = re.search(r"resumed from \S+ at step (\d+)", (runs()[3] / "logs/train.log").read_text())
+    assert restart and int(restart.group(1)) >= 1
+    assert max(steps_logged(runs()[3])) == 6
+
+    again = run_sweep([*args, "rerun_failed=true"], tmp_path, tiny_cache)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+    assert "skipped (already done)" in again.stdout + again.stderr  # seed 3
+    for seed in (1, 2):
+        s = status(runs()[seed])
+        assert s["state"] == "done" and s["attempts"] == 2
+        assert re.search(r"resumed from \S+ at step [1-6]", (runs()[seed] / "logs/train.log").read_text())
+
+
+def test_a_claim_held_by_a_gone_slurm_job_is_taken_over(tmp_path):
+    job = subprocess.run(["sbatch", "--parsable", "-c", "1", "--mem=50M", "-o", "/dev/null", "--wrap", "sleep 120"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        owner = {"host": "another-node", "pid": 1, "job_id": job, "nonce": "remote"}
+        assert owner_alive(owner)  # pending or running: alive
+        run_dir = RunDir(tmp_path / "run")
+        run_dir.claims.mkdir(parents=True)
+        (run_dir.claims / "00000001").write_text(json.dumps(owner))
+        with pytest.raises(RunClaimedError, match=f"SLURM job {job}"):
+            claim_run(run_dir)
+    finally:
+        subprocess.run(["scancel", job], check=True)
+    wait_until(lambda: job_state(job) not in ("PENDING", "RUNNING", "COMPLETING"), 60, "the cancel", interval=0.5)
+    assert not owner_alive(owner)
+    release_run(claim_run(run_dir))
