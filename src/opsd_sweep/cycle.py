@@ -33,7 +33,8 @@ PHASES = (("train", "training"), ("evaluate", "evaluating"))  # (phase, the stat
 class PhaseFailed(RuntimeError):
     def __init__(self, phase: str, returncode: int, log: Path):
         how = f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with code {returncode}"
-        super().__init__(f"{phase} phase {how}; see {log}")
+        job = f" in SLURM job {slurm_job_id()}" if slurm_job_id() else ""
+        super().__init__(f"{phase} phase {how}{job}; see {log}")
         self.log = log
 
 
@@ -61,42 +62,43 @@ def run_gpus(num_gpus: int) -> list[str]:
     return visible[:num_gpus]
 
 
-def skip_reason(run: RunConfig, status: dict) -> str | None:
-    """Why this run must not run now (its status says it is settled), or None."""
+def skip_reason(run: RunConfig, status: dict) -> tuple[str, str] | None:
+    """Why this run must not run now, as (code, text) with code 'done' or 'failed', or None."""
     state = status.get("state")
     if state == "done" and not run.force:
-        return "already done"
+        return "done", "already done"
     # A SLURM job requeued after a preemption continues its own run even if the kill marked it failed.
     requeued_here = status.get("job_id") is not None and status.get("job_id") == slurm_job_id()
     if state == "failed" and not (run.rerun_failed or run.force or requeued_here):
-        return "failed before (rerun_failed=true retries it)"
+        return "failed", "failed before (rerun_failed=true retries it)"
     return None
 
 
 def run_cycle(run: RunConfig) -> dict:
     """Run one train-then-eval cycle unless it is settled or claimed by a live process.
 
-    Returns a small dict: key, run_dir, state ('done' | 'failed' | 'skipped', with a reason).
+    Returns a small dict: key, run_dir, state ('done' | 'failed' | 'skipped'); a skipped run has a
+    reason 'done' | 'failed' | 'claimed'.
     """
     key, run_dir = locate_run(run)
     result = {"key": key, "run_dir": str(run_dir.path)}
-    reason = skip_reason(run, run_dir.read_status())
-    if reason is None:
+    skip = skip_reason(run, run_dir.read_status())
+    if skip is None:
         try:
             claim = claim_run(run_dir)
         except RunClaimedError as err:
-            reason = str(err)
+            skip = "claimed", str(err)
         else:
             try:
                 # Read again under the claim: another sweep may have finished the run meanwhile.
                 previous = run_dir.read_status()
-                reason = skip_reason(run, previous)
-                if reason is None:
+                skip = skip_reason(run, previous)
+                if skip is None:
                     return result | _run_claimed(run, key, run_dir, previous, claim)
             finally:
                 release_run(claim)
-    print(f"[opsd_sweep] skip {run_dir.path.name}: {reason}", flush=True)
-    return result | {"state": "skipped", "reason": reason}
+    print(f"[opsd_sweep] skip {run_dir.path.name}: {skip[1]}", flush=True)
+    return result | {"state": "skipped", "reason": skip[0]}
 
 
 def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
@@ -206,9 +208,9 @@ def probe_job(job_cfg: DictConfig) -> tuple[str, str]:
     run = load_run_config(job_cfg)
     _, run_dir = locate_run(run)
     status = run_dir.read_status()
-    reason = skip_reason(run, status)
-    if reason is not None:
-        return ("done" if status.get("state") == "done" else "failed"), reason
+    skip = skip_reason(run, status)
+    if skip is not None:
+        return skip
     owner = current_owner(run_dir)
     if owner is not None and owner_alive(owner):
         return "wait", str(RunClaimedError(run_dir, owner))

@@ -239,8 +239,8 @@ class RunClaimedError(RuntimeError):
     def __init__(self, run_dir: RunDir, owner: dict | None):
         where = f"{owner.get('host')} pid {owner.get('pid')}" if owner else "a concurrent claimer"
         job = f" (SLURM job {owner['job_id']})" if owner and owner.get("job_id") else ""
-        super().__init__(f"{run_dir.path.name} is being run by {where}{job}")
-        self.owner = owner
+        super().__init__(f"is being run by {where}{job}")
+        self.run_dir, self.owner = run_dir, owner
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ def job(tmp_path):
 @pytest.mark.parametrize("state, flags, reason", [
     (None, [], None),
     ("training", [], None),
-    ("done", [], "already done"),
+    ("done", [], ("done", "already done")),
     ("done", ["force=true"], None),
-    ("failed", [], "failed before (rerun_failed=true retries it)"),
+    ("failed", [], ("failed", "failed before (rerun_failed=true retries it)")),
     ("failed", ["rerun_failed=true"], None),
 ])
 def test_skip_reason(state, flags, reason):

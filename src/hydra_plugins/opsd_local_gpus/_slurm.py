@@ -133,9 +133,10 @@ class _Follower:
     def _result(self, job: PlannedJob, slurm_job: Any) -> JobReturn:
         try:
             return slurm_job.results()[0]
-        except Exception as err:  # the job died (cancelled, killed, node failure, too many time-outs)
-            message = f"SLURM job {slurm_job.job_id} ended {slurm_job.state}: {str(err).strip().splitlines()[0]}"
-            error = {"message": message, "log": str(slurm_job.paths.stderr)}
+        except Exception:  # the job died (cancelled, killed, node failure, too many time-outs)
+            log_path = str(slurm_job.paths.stderr)
+            message = f"SLURM job {slurm_job.job_id} ended {slurm_job.state}; see {log_path}"
+            error = {"message": message, "log": log_path}
             if self.hooks:
                 try:
                     self.hooks.record_lost_job(job.task_config(), error, {"job_id": slurm_job.job_id})

@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunRequest, RunResult, run_race
 from opsd_sweep.race.log import RaceLog
 from opsd_sweep.race.results import read_run_result
-from opsd_sweep.runs import RunDir
+from opsd_sweep.runs import RunDir, current_owner, owner_alive
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class LaunchRuns:
     def _wait_for_owner(self, run_dir: RunDir) -> None:
         """Another sweep runs this run right now: wait until it lets go of the claim."""
         log.info(f"race: {run_dir.path.name} is being run by another sweep; waiting for it")
-        while run_dir.claim.exists():
+        while (owner := current_owner(run_dir)) is not None and owner_alive(owner):
             time.sleep(self.sweeper.settings["claim_poll_seconds"])
 
 
