@@ -190,7 +190,8 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
         handle.write(f"\n=== {utc_now()} {phase} ===\n")
         handle.flush()
         proc = subprocess.run(phase_command(phase, run_dir, gpus), stdout=handle, stderr=subprocess.STDOUT,
-                              env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                              env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                              check=False)
     if proc.returncode != 0:
         raise PhaseFailed(phase, proc.returncode, log)
 

@@ -198,7 +198,7 @@ def slurm_job_state(job_id: str) -> str | None:
     commands = (["squeue", "-h", "-j", job_id, "-o", "%T"], ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"])
     for command in commands:
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=30)
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired):
             continue
         states = proc.stdout.split()

@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
 
 from omegaconf import OmegaConf
 from rich.console import Console, Group
@@ -33,10 +32,10 @@ ACTIVE = ("pending", "training", "evaluating")
 class RunRow:
     name: str
     state: str
-    step: Optional[int]
-    max_steps: Optional[int]
-    elapsed_s: Optional[float]
-    eta_s: Optional[float]
+    step: int | None
+    max_steps: int | None
+    elapsed_s: float | None
+    eta_s: float | None
     gpu_hours: float
     where: str
     note: str
@@ -48,14 +47,14 @@ def find_runs(root: Path) -> list[RunDir]:
     return [RunDir(p) for p in sorted(found) if ".hydra" not in p.relative_to(root).parts]
 
 
-def _seconds_between(start: Optional[str], end: Optional[str]) -> Optional[float]:
+def _seconds_between(start: str | None, end: str | None) -> float | None:
     if not start:
         return None
     stop = datetime.fromisoformat(end) if end else datetime.now(timezone.utc)
     return (stop - datetime.fromisoformat(start)).total_seconds()
 
 
-def _training_progress(run_dir: RunDir) -> tuple[Optional[int], Optional[float]]:
+def _training_progress(run_dir: RunDir) -> tuple[int | None, float | None]:
     """(last logged step, mean seconds per step over the last 5 steps) from metrics.jsonl."""
     try:
         lines = run_dir.metrics.read_text().splitlines()
@@ -73,7 +72,7 @@ def _training_progress(run_dir: RunDir) -> tuple[Optional[int], Optional[float]]
     return max(r["step"] for r in records), (sum(recent) / len(recent) if recent else None)
 
 
-def _max_steps(run_dir: RunDir) -> Optional[int]:
+def _max_steps(run_dir: RunDir) -> int | None:
     try:
         return int(OmegaConf.load(run_dir.config).train.max_steps)
     except (FileNotFoundError, AttributeError, ValueError):
@@ -106,7 +105,7 @@ def run_row(run_dir: RunDir, root: Path) -> RunRow:
                   _seconds_between(status.get("started_at"), status.get("ended_at")), eta, gpu_hours, where, note)
 
 
-def _duration(seconds: Optional[float]) -> str:
+def _duration(seconds: float | None) -> str:
     if seconds is None:
         return ""
     minutes, secs = divmod(int(seconds), 60)
@@ -131,7 +130,7 @@ def render(rows: list[RunRow], root: Path) -> Group:
     return Group(table, footer)
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m opsd_sweep.status", description=__doc__.splitlines()[0])
     parser.add_argument("results_root", nargs="?", default="results", help="results root (default: results)")
     parser.add_argument("--watch", action="store_true", help="refresh the table until Ctrl-C")

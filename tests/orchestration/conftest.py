@@ -8,8 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -41,9 +41,10 @@ def sweep_env(results: Path, cache: Path) -> dict:
 
 def start_sweep(args: list[str], results: Path, cache: Path, log: Path) -> subprocess.Popen:
     """`python -m opsd_sweep ARGS` in the background, in its own session (so it can be killed whole)."""
-    handle = open(log, "w")
-    return subprocess.Popen([sys.executable, "-m", "opsd_sweep", *args], cwd=REPO, env=sweep_env(results, cache),
-                            stdout=handle, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    with open(log, "w") as handle:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "-m", "opsd_sweep", *args], cwd=REPO,
+                                env=sweep_env(results, cache), stdout=handle, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
 
 
 def kill_sweep(proc: subprocess.Popen) -> None:

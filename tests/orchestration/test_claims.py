@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from opsd_sweep.runs import RunClaimedError, RunDir, claim_run, current_owner, owner_alive, owner_info, release_run
+from opsd_sweep.runs import (RunClaimedError, RunDir, claim_run, current_owner, owner_alive, owner_info,
+                             release_run)
 
 
 def _contend(path: str, start, results) -> None:

@@ -9,7 +9,8 @@ import socket
 import pytest
 
 from opsd_sweep.config import load_run_config
-from opsd_sweep.cycle import locate_run, probe_job, record_lost_job, record_submitted_job, run_gpus, skip_reason
+from opsd_sweep.cycle import (locate_run, probe_job, record_lost_job, record_submitted_job, run_gpus,
+                              skip_reason)
 from opsd_sweep.runs import claim_run, release_run
 from tests.conftest import compose
 

@@ -9,8 +9,8 @@ from datetime import datetime
 import pytest
 
 from tests.conftest import run_sweep
-from tests.orchestration.conftest import (TINY, has_checkpoint, kill_sweep, phase_starts, run_dirs, start_sweep,
-                                          status, steps_logged, wait_until)
+from tests.orchestration.conftest import (TINY, has_checkpoint, kill_sweep, phase_starts, run_dirs,
+                                          start_sweep, status, steps_logged, wait_until)
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def test_two_concurrent_sweeps_over_overlapping_grids_run_each_run_once(tmp_path
 def test_kill_9_of_a_sweep_then_rerun_finishes_the_rest_resuming_training(tmp_path, tiny_cache):
     args = ["-m", *TINY, "train.max_steps=6", "hydra.launcher.max_parallel=1", "seed=1,2"]
     sweep = start_sweep(args, tmp_path, tiny_cache, tmp_path / "killed.log")
-    runs = lambda: run_dirs(tmp_path)  # noqa: E731
+    runs = lambda: run_dirs(tmp_path)
     wait_until(lambda: 2 in runs() and has_checkpoint(runs()[2], 1) and status(runs()[2])["state"] == "training",
                600, "run s2 to checkpoint its first step")
     kill_sweep(sweep)

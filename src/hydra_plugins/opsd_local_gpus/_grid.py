@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
-from typing import Optional, Sequence
+from typing import Any, Optional
 
-from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from hydra.errors import CompactHydraException
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -46,12 +48,20 @@ class PlannedJob:
                          task_name=str(self.config.hydra.job.name), status=status, _return_value=value)
 
 
-def load_hooks(name: Optional[str]) -> Optional[ModuleType]:
-    return importlib.import_module(name) if name else None
+def prepare_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
+                  job_id: str) -> tuple[ModuleType | None, list[PlannedJob]]:
+    """What every launch starts with: Hydra's globals and logging, the sweep dir, the application's
+    hooks (launcher.hooks) and the checked grid."""
+    assert launcher.config is not None and launcher.hydra_context is not None
+    setup_globals()
+    configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
+    Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    hooks = importlib.import_module(launcher.hooks) if launcher.hooks else None
+    return hooks, plan_jobs(launcher.hydra_context, launcher.config, job_overrides, initial_job_idx, hooks, job_id)
 
 
 def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],
-              initial_job_idx: int, hooks: Optional[ModuleType], job_id: str) -> list[PlannedJob]:
+              initial_job_idx: int, hooks: ModuleType | None, job_id: str) -> list[PlannedJob]:
     """Compose every job (Hydra's launch contract: load_sweep_config, job.id, job.num) and check it with
     the hooks; raise one SweepConfigError naming every invalid job."""
     jobs, problems = [], {}

@@ -7,13 +7,13 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import wait
-from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
-from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+from hydra.core.utils import JobReturn, JobStatus
 
-from ._grid import JobFailedError, PlannedJob, check_gpu_capacity, load_hooks, plan_jobs
+from ._grid import JobFailedError, PlannedJob, check_gpu_capacity, prepare_sweep
 from ._report import Progress, outcome, settle
 from ._slots import Slots, discover_gpus, reserve_ports
 from ._worker import Worker, start_worker
@@ -26,13 +26,7 @@ log = logging.getLogger(__name__)
 
 def launch_local(launcher: LocalGpusLauncher, job_overrides: Sequence[Sequence[str]],
                  initial_job_idx: int) -> list[JobReturn]:
-    assert launcher.config is not None and launcher.hydra_context is not None
-    config = launcher.config
-    setup_globals()
-    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-    hooks = load_hooks(launcher.hooks)
-    jobs = plan_jobs(launcher.hydra_context, config, job_overrides, initial_job_idx, hooks, job_id="{num}")
+    hooks, jobs = prepare_sweep(launcher, job_overrides, initial_job_idx, job_id="{num}")
     gpus = discover_gpus(launcher.gpus) if any(job.gpus for job in jobs) else []
     check_gpu_capacity(jobs, len(gpus), f"the launcher (GPUs {gpus})",
                        "lower the job's GPU count (train.num_gpus and the batch sizes) or give more GPUs "

@@ -58,7 +58,7 @@ class Progress:
         self.pending += 1
         log.info(f"queue {job.label} again: {why} | {self.counts()}")
 
-    def ended(self, job: PlannedJob, ret: JobReturn, seconds: Optional[float] = None,
+    def ended(self, job: PlannedJob, ret: JobReturn, seconds: float | None = None,
               was_running: bool = True, why: str = "") -> None:
         failed, text = outcome(ret)
         text += f" ({why})" if why else ""

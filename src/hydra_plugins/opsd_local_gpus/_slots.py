@@ -6,10 +6,11 @@ import os
 import socket
 import subprocess
 import sys
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 
-def discover_gpus(configured: Optional[Sequence[Any]]) -> list[str]:
+def discover_gpus(configured: Sequence[Any] | None) -> list[str]:
     """GPU ids to pack onto: the configured list, else CUDA_VISIBLE_DEVICES, else every GPU torch sees."""
     if configured is not None:
         return [str(g) for g in configured]
@@ -34,7 +35,7 @@ class Slots:
         self.free_gpus = list(gpus)
         self.cpu_free = max_parallel
 
-    def take(self, n_gpus: int) -> Optional[list[str]]:
+    def take(self, n_gpus: int) -> list[str] | None:
         """The GPU ids for a job needing n_gpus (an empty list for a CPU-only job), or None if it must wait."""
         if n_gpus == 0:
             if self.cpu_free == 0:

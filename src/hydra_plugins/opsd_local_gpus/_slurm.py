@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import OmegaConf
 
-from ._grid import PlannedJob, check_gpu_capacity, load_hooks, plan_jobs
+from ._grid import PlannedJob, check_gpu_capacity, prepare_sweep
 from ._report import Progress, settle
 
 if TYPE_CHECKING:
@@ -23,18 +23,12 @@ log = logging.getLogger(__name__)
 
 def launch_slurm(launcher: OpsdSlurmLauncher, job_overrides: Sequence[Sequence[str]],
                  initial_job_idx: int) -> list[JobReturn]:
-    assert launcher.config is not None and launcher.hydra_context is not None
-    config = launcher.config
-    setup_globals()
-    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-    hooks = load_hooks(launcher.hooks)
     # job.id becomes the SLURM job id inside the job (submitit launcher's __call__)
-    jobs = plan_jobs(launcher.hydra_context, config, job_overrides, initial_job_idx, hooks, job_id="pending-{num}")
+    hooks, jobs = prepare_sweep(launcher, job_overrides, initial_job_idx, job_id="pending-{num}")
     node_gpus = launcher.params.get("gpus_per_node") or 0
     check_gpu_capacity(jobs, node_gpus, "a node (hydra.launcher.gpus_per_node)",
                        "lower train.num_gpus (and the batch sizes) or pick a bigger preset (slurm_8gpu)")
-    log.info(f"SLURM sweep of {len(jobs)} jobs, output under {config.hydra.sweep.dir}")
+    log.info(f"SLURM sweep of {len(jobs)} jobs, output under {launcher.config.hydra.sweep.dir}")
     progress = Progress(len(jobs))
     returns = _Follower(launcher, hooks, progress).run(jobs)
     return settle(jobs, [returns[job.num] for job in jobs], progress)

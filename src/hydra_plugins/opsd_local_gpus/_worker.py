@@ -11,7 +11,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Optional
 
 from hydra.core.utils import JobReturn, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
@@ -27,7 +26,7 @@ class Worker:
     gpus: list[str]
     ports: list[int]
     started: float = field(default_factory=time.monotonic)
-    ret: Optional[JobReturn] = None
+    ret: JobReturn | None = None
     conn_closed: bool = False
 
     @property

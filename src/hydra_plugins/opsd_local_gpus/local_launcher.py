@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
@@ -16,16 +17,16 @@ class LocalGpusLauncher(Launcher):
     share hydra.launcher.max_parallel slots. The whole grid is checked before the first job starts; a
     failed job is reported and the others go on (unless fail_fast)."""
 
-    def __init__(self, gpus: Optional[List[Any]], gpus_per_job: int, max_parallel: int, fail_fast: bool,
-                 hooks: Optional[str]) -> None:
+    def __init__(self, gpus: list[Any] | None, gpus_per_job: int, max_parallel: int, fail_fast: bool,
+                 hooks: str | None) -> None:
         del gpus_per_job  # read from each job's own config: it may differ across the grid
         self.gpus = list(gpus) if gpus is not None else None
         self.max_parallel = max_parallel
         self.fail_fast = fail_fast
         self.hooks = hooks
-        self.config: Optional[DictConfig] = None
-        self.hydra_context: Optional[HydraContext] = None
-        self.task_function: Optional[TaskFunction] = None
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config

@@ -4,7 +4,8 @@ jobs that SLURM killed recorded as failed."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hydra.core.utils import JobReturn
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
@@ -13,7 +14,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLaunche
 class OpsdSlurmLauncher(SlurmLauncher):
     """Inside each SLURM job it is submitit's callable (`__call__`, and `checkpoint` for requeue)."""
 
-    def __init__(self, gpus_per_job: int, hooks: Optional[str], poll_s: float, **submitit_params: Any) -> None:
+    def __init__(self, gpus_per_job: int, hooks: str | None, poll_s: float, **submitit_params: Any) -> None:
         del gpus_per_job  # read from each job's own config: it may differ across the grid
         super().__init__(**submitit_params)
         self.hooks = hooks
