@@ -10,8 +10,9 @@ min(max_seeds, min_seeds + r * seeds_per_round) finished runs; then it assesses 
 - the race stops when the best is significantly better than the baseline or is the only config left
   (decided), when every live config's CI half-width is <= target_half_width (precise), at max_seeds,
   or before a round that would exceed the GPU-hour budget;
-- then the winner runs confirm_seeds fresh seeds (winner's curse), and the final verdict uses all its
-  runs; a "better" claim also needs the fresh seeds' mean above the baseline's mean.
+- then the winner runs confirm_seeds fresh seeds (winner's curse): they enter the final verdict (Holm
+  across the configs live at the stop, at alpha, on all their runs), and their mean alone is reported
+  as the winner's unbiased score.
 Failed runs are replaced by fresh seeds; a config with max_failures failed runs leaves the race.
 """
 
@@ -294,7 +295,6 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
     if state.winner in summaries:
         summaries[state.winner] = _summaries(results, [state.winner], ("race", "confirm"))[state.winner]
     confirm = _summaries(results, [state.winner], ("confirm",))[state.winner]
-    baseline = summaries.get(spec.baseline)
     rows = assess(summaries, spec, state.round, "final")
     for row in rows:
         row["winner"] = row["config"] == state.winner
@@ -309,7 +309,5 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
             row["action"] = "no baseline"
         else:
             row["action"] = verdict(row["delta_baseline"], row["p_baseline"], spec.settings.alpha)
-            if row["action"] == "better" and row["winner"] and confirm.n and confirm.mean <= baseline.mean:
-                row["action"] = "inconclusive"  # the winner's fresh seeds do not back the claim
     done = replace(state, phase="done")
     return Step(done, records + rows, [])
