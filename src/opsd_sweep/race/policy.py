@@ -28,9 +28,6 @@ from opsd_sweep.analysis.stats import holm, t_interval, verdict, welch_vs_anchor
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 from opsd_sweep.race.settings import RaceSpec
 
-PHASES = ("race", "confirm", "done")
-
-
 @dataclass(frozen=True)
 class RunRequest:
     """One training run the race wants: a config (grid label), a seed, and the phase it serves."""
@@ -64,7 +61,7 @@ class RaceState:
     """Where a race stands; everything `decide` needs besides the results. Restored from race.jsonl."""
 
     round: int = 0
-    phase: str = "race"
+    phase: str = "race"  # race -> confirm -> done
     eliminated: dict = field(default_factory=dict)  # config -> round it was eliminated in
     dropped: dict = field(default_factory=dict)  # config -> why it left the race (failures)
     winner: Optional[str] = None
