@@ -144,6 +144,8 @@ def test_killed_evaluation_resumes_without_redoing_finished_shards(tiny_world, t
     assert all(final[key] == text for key, text in resumed.items())
     check_eval_json(result, n_problems, 2, run_dir, 5)
     assert run_dir.read_status()["state"] == "done"
+    redone = evaluate_standalone(eval_run(tiny_world, tmp_path, *extra, "force=true"))  # from scratch
+    assert redone["timing"]["resumed_shards"] == 0 and redone["created_at"] != result["created_at"]
 
 
 def test_vllm_prompt_budget_is_checked_before_any_engine_starts(tiny_world, tmp_path):

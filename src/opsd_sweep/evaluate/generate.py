@@ -101,6 +101,8 @@ class HFEngine:
         # the model's own stop tokens (Qwen3 chat stops on <|im_end|> and <|endoftext|>), else the tokenizer's
         eos = configured if configured is not None else tokenizer.eos_token_id
         self.eos_ids = list(eos) if isinstance(eos, (list, tuple)) else [eos]
+        # left padding needs a pad id; models without one pad with EOS (masked out either way)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
 
     @classmethod
     def from_spec(cls, spec: EngineSpec, device: str) -> HFEngine:
@@ -132,7 +134,7 @@ class HFEngine:
         import torch
 
         torch.manual_seed(seed)
-        pad = self.tokenizer.pad_token_id
+        pad = self.pad_id
         width = max(len(p) for p in prompts)
         ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
@@ -144,7 +146,7 @@ class HFEngine:
         s = self.sampling
         # every knob explicit: values left unset would be filled from the model's generation_config
         kwargs = {"max_new_tokens": s.max_new_tokens, "min_new_tokens": s.min_new_tokens,
-                  "pad_token_id": self.tokenizer.pad_token_id, "eos_token_id": self.eos_ids,
+                  "pad_token_id": self.pad_id, "eos_token_id": self.eos_ids,
                   "do_sample": s.temperature > 0}
         if s.temperature > 0:
             kwargs |= {"temperature": s.temperature, "top_p": s.top_p, "top_k": max(s.top_k, 0)}

@@ -13,6 +13,7 @@ resumes or skips a finished evaluation (force=true redoes it).
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import hydra
@@ -40,8 +41,8 @@ def evaluate_standalone(run: RunConfig) -> dict:
     if run.eval.checkpoint:
         run.eval.checkpoint = str(Path(run.eval.checkpoint).expanduser().absolute())
     key, run_dir = locate_eval_dir(run)
-    if run.force:
-        run_dir.eval_json.unlink(missing_ok=True)
+    if run.force:  # from scratch: no eval.json, no finished shards
+        shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
     claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
     try:
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
