@@ -57,7 +57,7 @@ GRIDS = {
 # come from CANDIDATES, and max_seeds per SD from MAX_SEEDS (the smallest one reaching 80% power).
 BASE = dict(min_seeds=3, alpha=0.05, anchor_alpha=0.01, target_half_width=1.0, budget_gpu_hours=None,
             confirm_seeds=3, first_seed=1, max_failures=2, seeds_per_round=1)
-CANDIDATES = [dict(stop_alpha=s, eliminate_alpha=e) for s, e in itertools.product((0.005, 0.01, 0.02), (0.05, 0.1))]
+CANDIDATES = [dict(stop_alpha=s, eliminate_alpha=e) for s, e in itertools.product((0.01, 0.02, 0.03), (0.05, 0.1))]
 MAX_SEEDS = (8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80)
 SEED_POOL = MAX_SEEDS[-1] + BASE["confirm_seeds"] + 1  # seeds drawn per config: every sweep can ask for them
 FALSE_LIMIT_TUNING = 0.04  # tuning keeps a margin under the 5% target

@@ -110,6 +110,16 @@ def test_fresh_seeds_enter_the_final_verdict_and_can_withdraw_the_claim():
     assert row["action"] == "inconclusive"  # the winner's fresh seeds pulled it back
 
 
+def test_an_undecided_race_claims_only_at_the_stricter_stop_level():
+    """Ended by max_seeds, not decided: the last look gets stop_alpha, not the looser alpha."""
+    scores = {"base": [50.0, 52.0, 51.0], "a": [52.2, 54.2, 52.7]}
+    s = spec(configs=("base", "a"), max_seeds=3, confirm_seeds=1, stop_alpha=0.02)
+    step = decide(table(scores), RaceState(), s)
+    assert step.state.stop_reason.startswith("max_seeds")
+    row = decisions(decide(table(scores) + [done("a", 4, 53.2, "confirm")], step.state, s))["a"]
+    assert 0.02 < row["p_baseline"] <= 0.05 and row["action"] == "inconclusive"
+
+
 def test_the_anchor_alone_never_makes_a_claim():
     """Without an in-sweep baseline a config far above the anchor is labelled, not declared better."""
     s = spec(configs=("a", "b"), baseline=None)

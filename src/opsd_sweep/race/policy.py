@@ -11,8 +11,8 @@ min(max_seeds, min_seeds + r * seeds_per_round) finished runs; then it assesses 
   (decided), when every live config's CI half-width is <= target_half_width (precise), at max_seeds,
   or before a round that would exceed the GPU-hour budget;
 - then the winner runs confirm_seeds fresh seeds (winner's curse): they enter the final verdict (Holm
-  across the configs live at the stop, at alpha, on all their runs), and their mean alone is reported
-  as the winner's unbiased score.
+  across the configs live at the stop, on all their runs: at alpha after a decided race, at stop_alpha
+  after an undecided one), and their mean alone is reported as the winner's unbiased score.
 Failed runs are replaced by fresh seeds; a config with max_failures failed runs leaves the race.
 """
 
@@ -285,6 +285,14 @@ def _confirm_step(results, state: RaceState, spec: RaceSpec, records: list[dict]
     return _final(results, state, spec, records)
 
 
+def _claim_level(state: RaceState, spec: RaceSpec) -> float:
+    """The final verdict's level. A race decided at stop_alpha keeps its claim while the runs of the
+    winner's confirmation hold it at alpha; a race that ended undecided (max_seeds, precision, budget)
+    must reach stop_alpha on all its runs: its last look gets no looser level than the ones before."""
+    decided = state.stop_reason is not None and state.stop_reason.startswith("decided")
+    return spec.settings.alpha if decided else spec.settings.stop_alpha
+
+
 def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
     """Verdicts of the live configs on all their runs (the winner's fresh seeds included)."""
     live = live_configs(spec, state)
@@ -305,6 +313,6 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
         elif row["p_baseline"] is None:
             row["action"] = "no baseline"
         else:
-            row["action"] = verdict(row["delta_baseline"], row["p_baseline"], spec.settings.alpha)
+            row["action"] = verdict(row["delta_baseline"], row["p_baseline"], _claim_level(state, spec))
     done = replace(state, phase="done")
     return Step(done, records + rows, [])
