@@ -26,9 +26,13 @@ install: $(VENV)/.installed  ## create the venv and install opsd_sweep + test to
 install-gpu: install  ## add the GPU extra (vllm)
 	$(VENV)/bin/pip install -e '.[gpu]'
 
-demo: install  ## the tiny CPU demo sweep (offline), then its summary
-	$(PY) -m opsd_sweep -m profile=tiny learning_rate=1e-3,3e-3 seed=1,2
-	$(PY) -m opsd_sweep.summary $(RESULTS)
+# The demo (conf/sweep/demo.yaml): the tiny base model evaluated as is (train.max_steps=0) is the
+# in-sweep baseline of OPSD runs at two learning rates; scripts/demo_robustness.py reruns it with other seeds.
+DEMO_SEEDS ?= 1,2,3
+demo: install  ## the tiny CPU demo (~3 min, offline): base model vs OPSD at 2 learning rates x 3 seeds, verdicts, plots
+	$(PY) -m opsd_sweep.evaluate -m profile=tiny +sweep=demo train.max_steps=0 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
+	$(PY) -m opsd_sweep -m profile=tiny +sweep=demo learning_rate=3e-3,3e-2 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
+	$(PY) -m opsd_sweep.summary $(RESULTS)/tiny-demo --anchor tiny --baseline max_steps=0
 
 summary: install  ## verdicts, seeds advice, tables and plots for $(RESULTS); more flags: SUMMARY_ARGS="--baseline lr=5e-06"
 	$(PY) -m opsd_sweep.summary $(RESULTS) $(SUMMARY_ARGS)

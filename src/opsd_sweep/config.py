@@ -125,6 +125,19 @@ class BaselineConfig:
 
 
 @dataclass
+class WarmStartConfig:
+    """The tiny world's supervised warm start (see opsd_sweep.warm_start)."""
+    steps: int = MISSING
+    batch_size: int = MISSING
+    learning_rate: float = MISSING
+    slip_rate: float = MISSING  # share of student-view examples solved left to right, (a + b) * c
+    student_prompt: str = MISSING
+    teacher_prompt: str = MISSING
+    student_thinking: bool = MISSING
+    teacher_thinking: bool = MISSING
+
+
+@dataclass
 class TinyConfig:
     dir: str = MISSING
     seed: int = MISSING
@@ -137,6 +150,7 @@ class TinyConfig:
     vocab_size: int = MISSING
     n_train: int = MISSING
     n_eval: int = MISSING
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
 
 
 @dataclass
@@ -252,8 +266,10 @@ def validate(run: RunConfig) -> list[str]:
     need(run.learning_rate > 0, f"learning_rate={run.learning_rate} must be > 0 (e.g. learning_rate=5e-6)")
     t = run.train
     need(t.num_gpus >= 0, f"train.num_gpus={t.num_gpus} must be >= 0 (0 = CPU)")
-    for key in ("per_device_batch_size", "grad_accum_steps", "global_batch_size", "max_steps", "save_steps"):
+    for key in ("per_device_batch_size", "grad_accum_steps", "global_batch_size", "save_steps"):
         need(getattr(t, key) >= 1, f"train.{key}={getattr(t, key)} must be >= 1")
+    need(t.max_steps >= 0, f"train.max_steps={t.max_steps} must be >= 0 (0 = the untrained base model, e.g. as "
+                           "the baseline of a standalone evaluation: python -m opsd_sweep.evaluate train.max_steps=0)")
     world = max(t.num_gpus, 1)
     need(world * t.per_device_batch_size * t.grad_accum_steps == t.global_batch_size,
          f"train.global_batch_size={t.global_batch_size} != GPUs {world} x per_device_batch_size "

@@ -1,5 +1,6 @@
 """The tiny offline world: a small Qwen3 built from config, a byte-level BPE tokenizer trained on the
-fly, and a synthetic arithmetic task with worked reference solutions.
+fly, a synthetic arithmetic task with worked reference solutions, and a supervised warm start
+(opsd_sweep.warm_start) that makes the model a competent teacher and a fallible student.
 
 Everything is saved like a real model directory and a JSONL dataset, so the trainer and evaluator
 load it by path exactly as they load Qwen3 and a hub dataset. Nothing touches the network.
@@ -11,12 +12,13 @@ import fcntl
 import json
 import random
 import shutil
+import time
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from opsd_sweep.config import TinyConfig
-from opsd_sweep.runs import atomic_write_text
+from opsd_sweep.config import TinyConfig, WarmStartConfig
+from opsd_sweep.runs import atomic_write_json, atomic_write_text
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 
@@ -36,28 +38,52 @@ CHAT_TEMPLATE = (
 
 
 # --- synthetic task ----------------------------------------------------------------------------
+# Problems 'a+b*c'. The reference solution multiplies first; the classic slip evaluates left to
+# right, (a+b)*c (never the same answer, since c >= 2). Numbers are written without spaces, so each
+# is one and the same token wherever it appears, and every solution has the same length.
 
-def make_problem(rng: random.Random) -> dict:
-    """One problem 'a + b * c' (or with '-') with a worked solution and an integer answer."""
-    a, b, c = rng.randint(2, 60), rng.randint(2, 12), rng.randint(2, 12)
-    op = rng.choice(["+", "-"])
-    product = b * c
-    answer = a + product if op == "+" else a - product
-    problem = f"Compute {a} {op} {b} * {c}."
-    solution = f"First {b} * {c} = {product}. Then {a} {op} {product} = {answer}. So the answer is \\boxed{{{answer}}}."
-    return {"problem": problem, "solution": solution, "answer": str(answer)}
+ADDENDS = range(1, 10)   # a
+FACTORS = range(2, 6)    # b and c
 
 
-def make_dataset(n: int, seed: int, exclude: set[str] = frozenset()) -> list[dict]:
-    """n distinct problems; `exclude` keeps held-out problems out of the training set."""
-    rng = random.Random(seed)
-    rows, seen = [], set(exclude)
-    while len(rows) < n:
-        row = make_problem(rng)
-        if row["problem"] not in seen:
-            seen.add(row["problem"])
-            rows.append({"id": f"p{len(rows):04d}", **row})
-    return rows
+def worked_solution(a: int, b: int, c: int, precedence: bool) -> tuple[str, int]:
+    """The step-by-step solution text and its answer, multiplying first or (the slip) left to right."""
+    if precedence:
+        first, answer = b * c, a + b * c
+        steps = f"{b}*{c}={first},{a}+{first}={answer}."
+    else:
+        first, answer = a + b, (a + b) * c
+        steps = f"{a}+{b}={first},{first}*{c}={answer}."
+    return f"{steps} \\boxed{{{answer}}}", answer
+
+
+def arithmetic_facts() -> list[str]:
+    """Every one-step fact the task's solutions use, correct or slipped: the tables the model knows."""
+    facts = set()
+    for a in ADDENDS:
+        for b in FACTORS:
+            for c in FACTORS:
+                facts |= {f"{b}*{c}={b * c}", f"{a}+{b * c}={a + b * c}", f"{a}+{b}={a + b}",
+                          f"{a + b}*{c}={(a + b) * c}"}
+    return sorted(facts)
+
+
+def make_problem(a: int, b: int, c: int) -> dict:
+    solution, answer = worked_solution(a, b, c, precedence=True)
+    slip, _ = worked_solution(a, b, c, precedence=False)
+    return {"problem": f"{a}+{b}*{c}=?", "solution": solution, "answer": str(answer), "slip_solution": slip}
+
+
+def make_datasets(n_train: int, n_eval: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """Disjoint train and held-out eval problems drawn from all the distinct problems."""
+    problems = [make_problem(a, b, c) for a in ADDENDS for b in FACTORS for c in FACTORS]
+    if n_train + n_eval > len(problems):
+        raise ValueError(f"tiny.n_train={n_train} + tiny.n_eval={n_eval} exceeds the {len(problems)} distinct "
+                         "tiny problems; lower one of them")
+    random.Random(seed).shuffle(problems)
+    eval_rows = [{"id": f"e{i:03d}", **p} for i, p in enumerate(problems[:n_eval])]
+    train_rows = [{"id": f"t{i:03d}", **p} for i, p in enumerate(problems[n_eval:n_eval + n_train])]
+    return train_rows, eval_rows
 
 
 # --- tokenizer and model -----------------------------------------------------------------------
@@ -92,11 +118,23 @@ def build_model(cfg: TinyConfig, vocab_size: int, pad_token_id: int, eos_token_i
     return Qwen3ForCausalLM(config)
 
 
-def _corpus(rows: list[dict], tokenizer_free_template: str) -> list[str]:
-    texts = []
+def tokenizer_corpus(rows: list[dict], cfg: WarmStartConfig) -> list[str]:
+    """Every text the tiny model will see: both prompt views, both solution styles, the template parts."""
+    texts = ["user\n", "assistant\n", "<think>\n\n</think>\n\n", *arithmetic_facts()]
     for row in rows:
-        texts += [row["problem"], row["solution"], tokenizer_free_template.format(**row)]
+        texts += [cfg.student_prompt.format(problem=row["problem"]),
+                  cfg.teacher_prompt.format(problem=row["problem"], solution=row["solution"]),
+                  row["solution"], row["slip_solution"]]
     return texts
+
+
+def check_numbers_are_single_tokens(tokenizer, rows: list[dict]) -> None:
+    """Constant-length solutions keep the tiny task learnable in seconds; fail loudly if BPE split a number."""
+    lengths = {len(tokenizer(r[key], add_special_tokens=False)["input_ids"]) for r in rows
+               for key in ("solution", "slip_solution")}
+    if len(lengths) != 1:
+        raise ValueError(f"tiny tokenizer: solutions tokenize to lengths {sorted(lengths)}, not one length; "
+                         "raise tiny.vocab_size so every number is a single token")
 
 
 # --- assets on disk ----------------------------------------------------------------------------
@@ -118,7 +156,7 @@ def ensure_tiny_assets(cfg: TinyConfig) -> Path:
     Safe under concurrency: builders serialise on a lock file and build into a temp dir first.
     """
     root = Path(cfg.dir)
-    settings = json.dumps(asdict(cfg) | {"dir": None, "format": 1}, sort_keys=True)
+    settings = json.dumps(asdict(cfg) | {"dir": None, "format": 2}, sort_keys=True)
     with _file_lock(root.parent / f".{root.name}.lock"):
         marker = root / "settings.json"
         if marker.exists() and marker.read_text() == settings:
@@ -134,14 +172,20 @@ def ensure_tiny_assets(cfg: TinyConfig) -> Path:
 
 
 def _build(cfg: TinyConfig, out: Path) -> None:
-    eval_rows = make_dataset(cfg.n_eval, seed=cfg.seed + 1)
-    train_rows = make_dataset(cfg.n_train, seed=cfg.seed, exclude={r["problem"] for r in eval_rows})
+    from opsd_sweep.warm_start import reference_probability, warm_start  # torch: only when building
+
+    train_rows, eval_rows = make_datasets(cfg.n_train, cfg.n_eval, cfg.seed)
     for name, rows in (("train.jsonl", train_rows), ("eval.jsonl", eval_rows)):
         atomic_write_text(out / name, "".join(json.dumps(r) + "\n" for r in rows))
-    corpus = _corpus(train_rows + eval_rows, "{problem} Reason step by step and give the final answer as \\boxed{{answer}}.")
-    corpus += ["<think>\n\n</think>\n\n", "\n\n", "reference", "Now solve the problem yourself"]
-    tokenizer = build_tokenizer(corpus, cfg.vocab_size)
+    tokenizer = build_tokenizer(tokenizer_corpus(train_rows + eval_rows, cfg.warm_start), cfg.vocab_size)
+    check_numbers_are_single_tokens(tokenizer, train_rows + eval_rows)
     model = build_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    started = time.monotonic()
+    losses = warm_start(model, tokenizer, train_rows, arithmetic_facts(), cfg.warm_start, cfg.seed)
+    report = {"seconds": round(time.monotonic() - started, 1), "final_loss": sum(losses[-20:]) / len(losses[-20:]),
+              "heldout_reference_probability": reference_probability(model, tokenizer, eval_rows, cfg.warm_start)}
+    atomic_write_json(out / "warm_start.json", report)
+    print(f"[opsd_sweep] tiny warm start: {report}", flush=True)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.save_pretrained(out / "model")
