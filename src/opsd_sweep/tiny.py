@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import random
+import re
 import shutil
 import time
 from contextlib import contextmanager
@@ -57,26 +58,25 @@ def worked_solution(a: int, b: int, c: int, precedence: bool) -> tuple[str, int]
     return f"{steps} \\boxed{{{answer}}}", answer
 
 
-def arithmetic_facts() -> list[str]:
-    """Every one-step fact the task's solutions use, correct or slipped: the tables the model knows."""
-    facts = set()
-    for a in ADDENDS:
-        for b in FACTORS:
-            for c in FACTORS:
-                facts |= {f"{b}*{c}={b * c}", f"{a}+{b * c}={a + b * c}", f"{a}+{b}={a + b}",
-                          f"{a + b}*{c}={(a + b) * c}"}
-    return sorted(facts)
-
-
 def make_problem(a: int, b: int, c: int) -> dict:
     solution, answer = worked_solution(a, b, c, precedence=True)
     slip, _ = worked_solution(a, b, c, precedence=False)
     return {"problem": f"{a}+{b}*{c}=?", "solution": solution, "answer": str(answer), "slip_solution": slip}
 
 
+def all_problems() -> list[dict]:
+    return [make_problem(a, b, c) for a in ADDENDS for b in FACTORS for c in FACTORS]
+
+
+def arithmetic_facts() -> list[str]:
+    """Every one-step fact ('5*5=25') in the task's solutions, correct or slipped: the tables the model knows."""
+    steps = (re.findall(r"\d+[+*]\d+=\d+", p["solution"] + p["slip_solution"]) for p in all_problems())
+    return sorted({fact for found in steps for fact in found})
+
+
 def make_datasets(n_train: int, n_eval: int, seed: int) -> tuple[list[dict], list[dict]]:
     """Disjoint train and held-out eval problems drawn from all the distinct problems."""
-    problems = [make_problem(a, b, c) for a in ADDENDS for b in FACTORS for c in FACTORS]
+    problems = all_problems()
     if n_train + n_eval > len(problems):
         raise ValueError(f"tiny.n_train={n_train} + tiny.n_eval={n_eval} exceeds the {len(problems)} distinct "
                          "tiny problems; lower one of them")
