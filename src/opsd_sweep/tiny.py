@@ -151,9 +151,12 @@ def _file_lock(path: Path):
 
 
 def ensure_tiny_assets(cfg: TinyConfig) -> Path:
-    """Build model/, train.jsonl and eval.jsonl under cfg.dir unless they exist with these settings.
+    """Build model/, train.jsonl, eval.jsonl and warm_start.json under cfg.dir unless they exist with
+    these settings (every tiny.* key, the warm start's included); a changed setting rebuilds them.
 
-    Safe under concurrency: builders serialise on a lock file and build into a temp dir first.
+    Safe under concurrency: builders serialise on a lock file and build into a temp dir first, so
+    concurrent sweeps with the same settings build once and never see half a world. One cfg.dir holds
+    one world: sweeps with different tiny settings at the same time need different cache_dir values.
     """
     root = Path(cfg.dir)
     settings = json.dumps(asdict(cfg) | {"dir": None, "format": 2}, sort_keys=True)
