@@ -168,13 +168,19 @@ def slurm_job_id() -> str | None:
     return os.environ.get("SLURM_JOB_ID")
 
 
-def _process_start(pid: int) -> str | None:
-    """Start time of a process in clock ticks since boot (tells a live owner from a reused pid)."""
+def _process_stat(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/<pid>/stat (state first), or None if there is no such process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22 of proc(5); comm may contain spaces
+    return stat.rsplit(")", 1)[1].split()  # comm (field 2) may contain spaces and parentheses
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of a process in clock ticks since boot (tells a live owner from a reused pid)."""
+    fields = _process_stat(pid)
+    return fields[19] if fields else None  # field 22 of proc(5)
 
 
 def owner_info() -> dict:
@@ -190,7 +196,14 @@ def pid_alive(pid: int, start: str | None) -> bool:
         return False
     except PermissionError:
         pass  # exists, owned by another user
-    return start is None or _process_start(pid) in (None, start)
+    fields = _process_stat(pid)
+    if fields is None:
+        return True  # no /proc to ask: the pid exists
+    # A killed owner whose parent died too stays a zombie until PID 1 reaps it, and in containers
+    # PID 1 often never does: a zombie (Z) or dying (X) process runs nothing.
+    if fields[0] in ("Z", "X"):
+        return False
+    return start is None or fields[19] == start
 
 
 def slurm_job_state(job_id: str) -> str | None:

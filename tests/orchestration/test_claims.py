@@ -6,12 +6,14 @@ import json
 import multiprocessing
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from opsd_sweep.runs import (RunClaimedError, RunDir, claim_run, current_owner, owner_alive, owner_info,
-                             release_run)
+from opsd_sweep.runs import (RunClaimedError, RunDir, _process_start, claim_run, current_owner, owner_alive,
+                             owner_info, release_run)
+from tests.orchestration.conftest import wait_until
 
 
 def _contend(path: str, start, results) -> None:
@@ -87,3 +89,18 @@ def test_a_reused_pid_is_not_a_live_owner():
 
 def test_an_owner_on_another_host_without_slurm_counts_as_alive():
     assert owner_alive({"host": "elsewhere", "pid": 1, "job_id": None})
+
+
+def test_a_killed_owner_left_as_an_unreaped_zombie_is_not_a_live_owner():
+    # After kill -9 of a sweep in a container whose PID 1 never reaps, its job processes stay zombies.
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        owner = {"host": socket.gethostname(), "pid": child.pid, "pid_start": _process_start(child.pid)}
+        assert owner_alive(owner)
+        child.kill()  # not waited for: a zombie until reaped
+        wait_until(lambda: Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z",
+                   10, "the killed child to become a zombie")
+        assert not owner_alive(owner)
+    finally:
+        child.kill()
+        child.wait()

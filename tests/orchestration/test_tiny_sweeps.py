@@ -68,7 +68,7 @@ def test_kill_9_of_a_sweep_then_rerun_finishes_the_rest_resuming_training(tmp_pa
     assert re.search(r"skip lr\S+-s1-\S+: already done", again.stdout)
     first, resumed = status(runs()[1]), status(runs()[2])
     assert first == done_before and phase_starts(runs()[1], "evaluate") == 1  # not done twice
-    assert resumed["state"] == "done" and resumed["attempts"] == 2
+    assert resumed["state"] == "done" and resumed["attempts"] == 2, again.stdout[-3000:]
     restart = re.search(r"resumed from \S+checkpoint-(\d+) at step (\d+)", (runs()[2] / "logs/train.log").read_text())
     assert restart and 1 <= int(restart.group(2)) <= step_at_kill
     assert max(steps_logged(runs()[2])) == 6 and phase_starts(runs()[2], "evaluate") == 1
