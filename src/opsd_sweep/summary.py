@@ -16,7 +16,7 @@ from opsd_sweep.analysis.collect import collect
 from opsd_sweep.analysis.config_stats import analyse
 from opsd_sweep.analysis.plots import write_plots
 from opsd_sweep.analysis.report import metric_display, print_table, write_markdown
-from opsd_sweep.analysis.settings import SummarySettings, load_anchor, load_settings
+from opsd_sweep.analysis.settings import AUTO, SummarySettings, load_anchor, load_settings
 
 
 def parse_args(argv: list[str] | None) -> SummarySettings:
@@ -27,7 +27,8 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
     parser.add_argument("--metric", help="score column, e.g. avg_at_n, pass_at_4, maj_at_n")
     parser.add_argument("--level", type=float, help="interval coverage, e.g. 0.95")
     parser.add_argument("--alpha", type=float, help="test level of the verdicts (Holm across configs)")
-    parser.add_argument("--anchor", help="conf/baseline/ name or YAML path of the published anchor; 'none' = off")
+    parser.add_argument("--anchor", help="published anchor: conf/baseline/ name, YAML path, 'auto' (the one the runs were configured "
+                             "with) or 'none'")
     parser.add_argument("--baseline", help="in-sweep baseline: a config label or col=value[,col=value]")
     parser.add_argument("--pool-sd", action=argparse.BooleanOptionalAction, default=None,
                         help="one run-to-run SD for all configs (assumes equal variance)")
@@ -46,7 +47,8 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
 def main(argv: list[str] | None = None) -> None:
     try:
         settings = parse_args(argv)
-        anchor = load_anchor(settings.anchor)
+        # a bad anchor name fails before the scan; auto needs the runs
+        anchor = None if settings.anchor == AUTO else load_anchor(settings.anchor)
     except ValueError as err:
         raise SystemExit(str(err)) from None
     out = Path(settings.out or settings.roots[0])
@@ -55,6 +57,11 @@ def main(argv: list[str] | None = None) -> None:
         unreadable = "".join(f"\n  {r.path}: {r.reason}" for r in collection.skipped.head(5).itertuples())
         raise SystemExit(f"no readable run directories under {settings.roots} ({len(collection.skipped)} skipped)"
                          f"{unreadable}\nrun a sweep first (make demo), or point at its results root")
+    if settings.anchor == AUTO:
+        try:
+            anchor = load_anchor(AUTO, collection.anchors)
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
     out.mkdir(parents=True, exist_ok=True)
     collection.runs.to_csv(out / "runs.csv", index=False)
     collection.samples.to_parquet(out / "samples.parquet", index=False)

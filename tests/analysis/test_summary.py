@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from opsd_sweep.config import BaselineConfig
 from opsd_sweep.summary import main
 from tests.analysis.rundirs import draw_correct, write_run
 
@@ -13,13 +14,13 @@ DIFFICULTY = np.random.default_rng(0).normal(0.0, 1.5, 30)
 EFFECTS = {5e-6: 0.0, 1e-5: 1.2, 2e-5: 0.0}  # logit shifts: 1e-5 is ~+25 points better, 2e-5 equal
 
 
-def write_sweep(root, effects=EFFECTS, seeds=(1, 2, 3, 4), simulated=False, k=12):
+def write_sweep(root, effects=EFFECTS, seeds=(1, 2, 3, 4), simulated=False, k=12, **fields):
     rng = np.random.default_rng(1 + simulated)
     for lr, effect in effects.items():
         for seed in seeds:
             correct = draw_correct(rng, DIFFICULTY, effect + rng.normal(0, 0.1), k)
             write_run(root, learning_rate=lr, seed=seed, correct=correct, simulated=simulated, rng=rng,
-                      kl_final=0.3 - 0.1 * effect + rng.normal(0, 0.01))
+                      kl_final=0.3 - 0.1 * effect + rng.normal(0, 0.01), **fields)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +105,20 @@ def test_external_results_enter_the_comparison(sweep, tmp_path):
     row = summary.loc["other tool [external]"]
     assert row["external"] and row["n"] == 3 and row["vs_baseline"] == "Welch (runs)"
     assert row["mean"] == pytest.approx(41.0)
+
+
+def test_auto_anchor_is_the_one_the_runs_were_configured_with(tmp_path):
+    tiny_anchor = BaselineConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10)
+    write_sweep(tmp_path / "tiny", effects={5e-6: 0.0}, seeds=(1, 2), baseline=tiny_anchor)
+    main([str(tmp_path / "tiny"), "--out", str(tmp_path / "out"), "--no-plots", "--bootstrap-reps", "0"])
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert summary["delta_anchor"].iloc[0] == pytest.approx(summary["mean"].iloc[0] - 38.5)
+    assert "tiny base model" in (tmp_path / "out" / "summary.md").read_text()
+
+    write_sweep(tmp_path / "tiny", effects={1e-5: 0.0}, seeds=(1, 2))  # configured with the paper's anchor
+    with pytest.raises(SystemExit, match=r"configured with 2 different anchors .*--anchor NAME"):
+        main([str(tmp_path / "tiny"), "--out", str(tmp_path / "out"), "--no-plots"])
+    main([str(tmp_path / "tiny"), "--out", str(tmp_path / "out"), "--no-plots", "--anchor", "tiny"])
 
 
 @pytest.mark.parametrize("args, message", [

@@ -11,7 +11,7 @@ import glob
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,7 @@ class Collection:
     samples: pd.DataFrame  # one row per run x problem x sample (SAMPLE_COLUMNS)
     skipped: pd.DataFrame  # path, state, reason: every run dir the statistics do not use
     fixed: dict  # config values shared by every run-dir run (for the report header)
+    anchors: list[dict] = field(default_factory=list)  # distinct `baseline` sections the runs were configured with
 
 
 # --- finding run dirs ----------------------------------------------------------------------------
@@ -307,8 +308,9 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
     runs = pd.DataFrame(rows)
     if not runs.empty:
         runs = runs.drop_duplicates("run_id", keep="first")  # one run seen under two overlapping roots
-    fixed = {}
+    fixed, anchors = {}, []
     if not runs.empty:
+        anchors = configured_anchors(runs)
         axes = varying_columns(runs)
         fixed = {c: runs[c].iloc[0] for c in runs.columns if c.startswith("cfg.") and c not in axes
                  and c != "cfg.seed" and _semantic(c)}
@@ -322,7 +324,17 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         else pd.DataFrame(columns=["run_id", "label", "state", "external", "simulated"])
     samples_frame = pd.DataFrame(samples, columns=SAMPLE_COLUMNS)
     return Collection(runs=_order_columns(runs), samples=samples_frame,
-                      skipped=pd.DataFrame(skipped, columns=["path", "state", "reason"]), fixed=fixed)
+                      skipped=pd.DataFrame(skipped, columns=["path", "state", "reason"]), fixed=fixed,
+                      anchors=anchors)
+
+
+def configured_anchors(runs: pd.DataFrame) -> list[dict]:
+    """The distinct published anchors (config section `baseline`) that the runs were configured with."""
+    columns = [c for c in runs.columns if c.startswith("cfg.baseline.")]
+    if not columns:
+        return []
+    distinct = runs[columns].dropna(how="all").drop_duplicates()
+    return [{c.removeprefix("cfg.baseline."): v for c, v in row.items()} for row in distinct.to_dict("records")]
 
 
 def _not_usable(row: dict) -> str | None:

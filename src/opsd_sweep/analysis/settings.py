@@ -65,14 +65,31 @@ def load_settings(overrides: dict) -> SummarySettings:
     return settings
 
 
-def load_anchor(name: Optional[str]) -> Optional[Anchor]:
-    """The anchor named in conf/baseline/ (or a YAML path); None when name is None or 'none'."""
+AUTO = "auto"
+
+
+def load_anchor(name: Optional[str], configured: list[dict] = ()) -> Optional[Anchor]:
+    """The anchor named in conf/baseline/ (or a YAML path); None when name is None or 'none'.
+
+    'auto' is the anchor the runs were configured with (`configured`: their distinct `baseline`
+    sections), so a tiny-profile sweep is compared with the tiny anchor, not with the paper's.
+    """
     if name is None or name.lower() == "none":
         return None
+    if name == AUTO:
+        if len(configured) > 1:
+            labels = sorted(str(a.get("label")) for a in configured)
+            raise ValueError(f"anchor auto: the runs were configured with {len(configured)} different anchors "
+                             f"{labels}; summarise one kind of run per call, or pick one with --anchor NAME "
+                             f"(or --anchor none)")
+        return _anchor_from(configured[0]) if configured else None
     path = Path(name) if name.endswith((".yaml", ".yml")) else CONF_DIR / "baseline" / f"{name}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in (CONF_DIR / "baseline").glob("*.yaml"))
-        raise ValueError(f"anchor {name!r}: {path} not found; use one of {known}, a YAML path, or none")
-    data = OmegaConf.to_container(OmegaConf.load(path))
+        raise ValueError(f"anchor {name!r}: {path} not found; use one of {known}, auto, a YAML path, or none")
+    return _anchor_from(OmegaConf.to_container(OmegaConf.load(path)))
+
+
+def _anchor_from(data: dict) -> Anchor:
     return Anchor(label=str(data["label"]), metric=str(data["metric"]), mean=float(data["mean"]),
                   sd=float(data["sd"]), n=int(data["n"]))
