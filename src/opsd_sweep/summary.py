@@ -1,7 +1,9 @@
 """`python -m opsd_sweep.summary [RESULTS_ROOT ...] [--flags]` (= `make summary`): tables, verdicts, plots.
 
 Writes runs.csv, samples.parquet, summary.csv, summary.md and plots/*.png to --out (default: the first
-root) and prints the verdict table. Defaults come from conf/summary.yaml; every key is a flag here.
+root) and prints the verdict table. Each race.jsonl of a racing sweep (in a root or one folder below)
+adds a "## Race" section, plots/race_progress.png and a printed outcome line. Defaults come from
+conf/summary.yaml; every key is a flag here.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from tqdm import tqdm
 
 from opsd_sweep.analysis.collect import collect
 from opsd_sweep.analysis.config_stats import analyse
-from opsd_sweep.analysis.plots import write_plots
+from opsd_sweep.analysis.plots import write_plots, write_race_plots
+from opsd_sweep.analysis.races import find_race_logs, outcome_line, read_race, simulated_run_dirs
 from opsd_sweep.analysis.report import metric_display, print_table, write_markdown
 from opsd_sweep.analysis.settings import AUTO, SummarySettings, load_anchor, load_settings
 
@@ -72,8 +75,14 @@ def main(argv: list[str] | None = None) -> None:
     analysis.table.to_csv(out / "summary.csv", index=False)
     display = metric_display(settings.metric, analysis.usable, collection.fixed)
     plots = write_plots(analysis, settings.metric, display, settings.level, out) if settings.plots else []
-    write_markdown(out / "summary.md", analysis, collection, settings, display, plots)
+    simulated = simulated_run_dirs(collection.runs)
+    races = [race for race in (read_race(p, simulated) for p in find_race_logs(settings.roots)) if race is not None]
+    race_plots = write_race_plots(races, out) if settings.plots else [None] * len(races)
+    write_markdown(out / "summary.md", analysis, collection, settings, display, plots, list(zip(races, race_plots)))
     print_table(analysis, settings, display, Console(width=200))
+    for race in races:
+        print(outcome_line(race))
+    plots += [p for p in race_plots if p is not None]
     print(f"wrote {out / 'summary.md'}, summary.csv, runs.csv, samples.parquet" + (f", {len(plots)} plots" if plots else ""))
 
 

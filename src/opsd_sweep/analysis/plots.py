@@ -15,6 +15,7 @@ from scipy import stats as sps  # noqa: E402
 
 from opsd_sweep.analysis.collect import short_names  # noqa: E402
 from opsd_sweep.analysis.config_stats import Analysis  # noqa: E402
+from opsd_sweep.analysis.races import Race  # noqa: E402
 
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "inconclusive": "#555555", "baseline": "#762a83"}
 LOG_AXES = ("cfg.learning_rate",)
@@ -203,6 +204,91 @@ def write_plots(analysis: Analysis, metric: str, display: str, level: float, out
         written.append(folder / "score_vs_kl_true.png")
     if plot_variance(analysis, display, folder / "variance_decomposition.png"):
         written.append(folder / "variance_decomposition.png")
+    return written
+
+
+def plot_race(race: Race, path: Path) -> bool:
+    """Per config: mean and CI band against the race round; eliminations marked where they happened;
+    the final verdict rows and the winner's fresh-seed confirmation right of the last round. False
+    when the race has no assessed round yet."""
+    timeline = race.timeline
+    if timeline.empty:
+        return False
+    settings = race.header.get("settings", {})
+    level = 1 - settings.get("alpha", 0.05)
+    last = int(timeline["round"].max())
+    final_x = last + 1
+    count = len(race.header["configs"])
+    dodge = 0.12  # final rows side by side; their labels go right of the rightmost
+    label_x = final_x + (count - 1) / 2 * dodge + 0.1
+    fig, ax = plt.subplots(layout="constrained", figsize=(10, 6))
+    colors = iter(plt.get_cmap("tab10").colors)
+    for index, config in enumerate(race.header["configs"]):
+        rows = timeline[timeline["config"] == config].sort_values("round")
+        final = race.final[race.final["config"] == config]
+        is_baseline = config == race.header.get("baseline")
+        color = VERDICT_COLORS["baseline"] if is_baseline else next(colors)
+        if rows.empty:
+            continue
+        name = config + (" (in-sweep baseline)" if is_baseline else "") + (" (winner)" if config == race.winner else "")
+        x = rows["round"].to_numpy(float)
+        ax.fill_between(x, rows["ci_low"], rows["ci_high"], color=color, alpha=0.12 if not is_baseline else 0.08,
+                        hatch="//" if is_baseline else None, edgecolor=color if is_baseline else None, lw=0)
+        ax.plot(x, rows["mean"], "--" if is_baseline else "-", marker="o", ms=4, color=color,
+                lw=2.2 if is_baseline else 1.6, label=name)
+        gone = race.eliminations[race.eliminations["config"] == config]
+        if not gone.empty:
+            end = rows.iloc[-1]
+            what = "eliminated" if gone["action"].iloc[0] == "eliminate" else "dropped"
+            ax.scatter(end["round"], end["mean"], marker="X", s=140, color=color, edgecolor="black", zorder=4)
+            ax.annotate(f"{what} r{int(gone['round'].iloc[0])}", (end["round"], end["mean"]), xytext=(6, -12),
+                        textcoords="offset points", fontsize=8, color=color)
+        if not final.empty:
+            row = final.iloc[0]
+            dx = final_x + (index - (count - 1) / 2) * dodge
+            ax.plot([x[-1], dx], [rows["mean"].iloc[-1], row["mean"]], ":", color=color, lw=1)
+            ax.errorbar(dx, row["mean"], yerr=[[row["mean"] - row["ci_low"]], [row["ci_high"] - row["mean"]]],
+                        fmt="s", color=color, ms=6, capsize=4, lw=2, zorder=3)
+            ax.annotate(f"n={row['n']} {row['action']}", (label_x, row["mean"]), fontsize=8, va="center", color=color)
+            if pd.notna(row["confirm_n"]):
+                ax.scatter(dx - dodge / 2, row["confirm_mean"], marker="*", s=260, color=color, edgecolor="black", zorder=5,
+                           label=f"winner's confirmation: mean of {int(row['confirm_n'])} fresh seeds alone")
+    anchor = race.header.get("anchor")
+    if anchor:
+        ax.axhline(anchor["mean"], color="#fdae61", lw=1.5, ls="-.", zorder=0,
+                   label=f"published anchor {anchor['mean']:.2f} (reported only)")
+    if race.stop is not None:
+        ax.axvline(race.stop["round"] + 0.5, color="#999999", lw=1, ls=":")
+        ax.annotate(f"stop: {race.stop['reason']}", (race.stop["round"] + 0.5, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(-4, -4), textcoords="offset points", ha="right", va="top", fontsize=8, color="#555555")
+    ns = timeline.groupby("round")["n"].max()
+    ticks = [f"{r}\nn={ns.get(r, '–')}" for r in range(last + 1)]
+    if not race.final.empty:
+        ticks.append("final\n(all runs)")
+    ax.set_xticks(range(len(ticks)), ticks)
+    ax.set_xlim(-0.4, len(ticks) - 0.3 + (0.4 + count * dodge / 2 if not race.final.empty else 0))
+    ax.set_xlabel("race round (n = runs per live config)")
+    ax.set_ylabel(f"{race.header.get('metric')} (%)")
+    outcome = f"stopped after round {race.stop['round']}, winner {race.winner}" if race.stop else "not finished"
+    simulated = "\nincludes SIMULATED runs" if race.totals["simulated"] else ""
+    ax.set_title(f"Race progress ({race.path}): mean and {level:.0%} CI per config by round "
+                 f"(SD pooled across live configs)\n{outcome}; X = left the race" + simulated, fontsize=10)
+    fig.legend(loc="outside lower center", fontsize=8, frameon=False, ncol=2)
+    _save(fig, path)
+    return True
+
+
+def write_race_plots(races: list[Race], out: Path) -> list[Path | None]:
+    """plots/race_progress.png (one race) or race_progress_<folder>.png (several); None where no plot."""
+    folder = out / "plots"
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path | None] = []
+    for index, race in enumerate(races):
+        suffix = "" if len(races) == 1 else f"_{race.path.parent.name or index}"
+        path = folder / f"race_progress{suffix}.png"
+        if path in written:  # two roots with the same group name
+            path = folder / f"race_progress{suffix}_{index}.png"
+        written.append(path if plot_race(race, path) else None)
     return written
 
 

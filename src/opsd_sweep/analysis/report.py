@@ -13,6 +13,7 @@ from rich.table import Table
 
 from opsd_sweep.analysis.collect import Collection
 from opsd_sweep.analysis.config_stats import Analysis
+from opsd_sweep.analysis.races import Race
 from opsd_sweep.analysis.settings import SummarySettings
 
 MANY_SEEDS = 20  # above this, the advice says plainly that the effect is expensive to prove
@@ -182,10 +183,79 @@ def noise_table(analysis: Analysis) -> str:
     return markdown_table(header, rows)
 
 
+# --- races ---------------------------------------------------------------------------------------
+
+def _signed(value) -> str:
+    return "–" if value is None or pd.isna(value) else f"{value:+.2f}"
+
+
+def race_section(race: Race, plot: Path | None) -> list[str]:
+    """The '## Race' section of one race.jsonl: outcome, final verdicts, eliminations, spending, plot."""
+    h, t, st = race.header, race.totals, race.header.get("settings", {})
+    mark = " [simulated]" if t["simulated"] else ""
+    lines = [f"## Race: {race.path}", ""]
+    if t["simulated"]:
+        lines += [f"> **SIMULATED DATA: {t['simulated']} of the race's {t['done']} finished runs come from the "
+                  "simulator, not from training.**", ""]
+    baseline = f"in-sweep baseline {h.get('baseline')}" if h.get("baseline") else "no in-sweep baseline"
+    decided = race.stop is not None and str(race.stop["reason"]).startswith("decided")
+    level = (f"α = {st.get('alpha')} (the race was decided)" if decided
+             else f"stop_alpha = {st.get('stop_alpha')} (the race ended undecided, so its last look is no looser)")
+    lines.append(f"{len(h['configs'])} configs ({baseline}) raced on {h.get('metric')}: {st.get('min_seeds')} seeds "
+                 f"each, then +{st.get('seeds_per_round')} per round up to {st.get('max_seeds')}; a config "
+                 f"significantly worse than the round's best (Holm p ≤ {st.get('eliminate_alpha')}) gets no more seeds."
+                 + (f" Restarted with changed settings {race.resumes} time(s) (see the log's resume records)."
+                    if race.resumes else ""))
+    if race.stop is None:
+        lines += ["", "**Not finished**: no stop in the log yet (running, or cut by a kill: rerun the same sweep "
+                      "command and it resumes from the log). The rounds so far are in the plot."]
+    else:
+        lines += ["", f"**Stopped after round {race.stop['round']}**: {race.stop['reason']}. "
+                      f"**Winner: {race.winner}{mark}**."]
+        winner = race.final[race.final["winner"]]
+        if not winner.empty and pd.notna(winner["confirm_n"].iloc[0]):
+            row = winner.iloc[0]
+            lines.append(f"Confirmation on {int(row['confirm_n'])} fresh seeds: mean {row['confirm_mean']:.2f}, the "
+                         f"winner's unbiased score (its race mean was picked as the best, so it is biased upward); "
+                         f"its final row uses all {int(row['n'])} runs. Final verdict vs the baseline: "
+                         f"**{row['action']}**.")
+        elif not race.finished:
+            lines.append("The winner's confirmation on fresh seeds is still running: no final verdicts yet.")
+    if not race.final.empty:
+        lines += ["", f"Final verdicts of the configs live at the stop (t-intervals with the SD pooled across them; "
+                      f"vs the baseline Holm-adjusted, judged at {level}; vs the anchor at anchor_alpha = "
+                      f"{st.get('anchor_alpha')}, reported only, never the evidence for 'better'):", ""]
+        header = ["config", "n", "mean", f"{1 - st.get('alpha', 0.05):.0%} CI", "Δ vs baseline", "p Holm (base)",
+                  "Δ vs anchor", "p (anchor)", "vs anchor (reported only)", "verdict", "confirmation (fresh seeds)"]
+        rows = [[r["config"] + mark + (" (winner)" if r["winner"] else ""), str(r["n"]),
+                 _num(r["mean"]), _bracket(r["ci_low"], r["ci_high"]), _signed(r["delta_baseline"]),
+                 _p(r["p_baseline"]), _signed(r["delta_anchor"]), _p(r["p_anchor"]), r["anchor"] or "–",
+                 r["action"], f"n={int(r['confirm_n'])}, mean {r['confirm_mean']:.2f}" if pd.notna(r["confirm_n"])
+                 else "–"] for _, r in race.final.iterrows()]
+        lines.append(markdown_table(header, rows))
+    if race.eliminations.empty:
+        lines += ["", "No config left the race early."]
+    else:
+        rows = [[r["config"] + mark, str(r["round"]), {"eliminate": "eliminated"}.get(r["action"], "dropped"),
+                 _seeds(r["n"]), _num(r["mean"]), _signed(r["delta_best"]), _p(r["p_best"]), r["reason"]]
+                for _, r in race.eliminations.iterrows()]
+        lines += ["", "Configs that left the race, with the round it happened in:", "",
+                  markdown_table(["config", "round", "action", "n", "mean", "Δ vs best", "p Holm (vs best)", "why"],
+                                 rows)]
+    grid = f"; every config at max_seeds would be {t['grid_runs']} runs without confirmation" if t["grid_runs"] else ""
+    lines += ["", f"Spent: {t['runs']} runs ({t['done']} done, {t['failed']} failed, {t['confirm_runs']} in the "
+                  f"confirmation), {t['gpu_hours']:.1f} GPU-hours{grid}.",
+              "", "These are the race's own decisions, as logged. The Verdicts table above re-analyses every run, "
+                  "eliminated configs included, with the summary's settings, so its numbers can differ."]
+    if plot is not None:
+        lines += ["", f"![race progress](plots/{plot.name})"]
+    return lines
+
+
 # --- writers -------------------------------------------------------------------------------------
 
 def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: SummarySettings, display: str,
-                   plots: list[Path]) -> None:
+                   plots: list[Path], races: list[tuple[Race, Path | None]] = ()) -> None:
     runs = collection.runs
     sim = int(analysis.usable["simulated"].sum())
     ext = int(analysis.usable["external"].sum())
@@ -210,6 +280,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
         lines += ["- Δ vs baseline is paired by problem (same problems in both arms; the SE also holds the "
                   "run-to-run variance) when both configs have ≥ 2 runs with per-sample data, else Welch on run scores."]
     lines += ["", "## Anchor", "", *anchor_statement(analysis)] if analysis.anchor is not None else []
+    for race, plot in races:
+        lines += ["", *race_section(race, plot)]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
     lines += ["", "## Noise: eval sampling vs training seed", "", noise_table(analysis), "",

@@ -1,0 +1,177 @@
+"""Races in the summary: find race.jsonl logs under the results roots and turn each into small tables.
+
+A log is read with `RaceLog.records()` (a line cut short by a kill is skipped there). A resumed race
+may log a round's decisions twice (the round is assessed again after the restart): the last record of
+each (round, phase, config) counts, and so does the last record of each run (config, seed, phase).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from opsd_sweep.race.log import RaceLog
+
+LOG_NAME = "race.jsonl"
+FINAL_COLUMNS = ["config", "n", "mean", "ci_low", "ci_high", "delta_baseline", "p_baseline", "delta_anchor",
+                 "p_anchor", "anchor", "action", "winner", "baseline", "confirm_n", "confirm_mean"]
+ELIMINATION_COLUMNS = ["config", "round", "action", "n", "mean", "delta_best", "p_best", "reason"]
+TIMELINE_COLUMNS = ["round", "config", "n", "mean", "ci_low", "ci_high", "action", "baseline"]
+
+
+@dataclass(frozen=True)
+class Race:
+    """One race log as tables. `stop` is None while the race runs (or was cut before its stop)."""
+
+    path: Path
+    header: dict  # the first "race" record: configs, baseline, metric, anchor, settings
+    resumes: int  # "resume" records: restarts whose settings changed
+    state: dict | None  # the last "state" record (phase race / confirm / done)
+    stop: dict | None  # round, reason, winner
+    final: pd.DataFrame  # FINAL_COLUMNS, one row per config live at the stop
+    eliminations: pd.DataFrame  # ELIMINATION_COLUMNS: configs eliminated (worse than the best) or dropped
+    timeline: pd.DataFrame  # TIMELINE_COLUMNS: every race-phase assessment, for the progress plot
+    totals: dict  # runs, done, failed, confirm_runs, gpu_hours, simulated, grid_runs
+
+    @property
+    def finished(self) -> bool:
+        return self.state is not None and self.state.get("phase") == "done"
+
+    @property
+    def winner(self) -> str | None:
+        return self.stop.get("winner") if self.stop else None
+
+
+def find_race_logs(roots: list[str]) -> list[Path]:
+    """race.jsonl directly in each root and one level below it (<root>/<group>/race.jsonl); globs allowed."""
+    found: set[Path] = set()
+    for root in roots:
+        for base in glob.glob(str(Path(root).expanduser())):
+            for pattern in (LOG_NAME, f"*/{LOG_NAME}"):
+                found.update(Path(p) for p in glob.glob(os.path.join(glob.escape(base), pattern)))
+    return sorted(p for p in found if p.is_file())
+
+
+def read_race(path: Path, simulated_dirs: frozenset[str] = frozenset()) -> Race | None:
+    """The race logged in `path`; None when the file holds no race header. `simulated_dirs`: resolved
+    paths of the run dirs the summary found simulated (the log itself does not say)."""
+    return race_from_records(path, RaceLog(path).records(), simulated_dirs)
+
+
+def race_from_records(path: Path, records: list[dict], simulated_dirs: frozenset[str] = frozenset()
+                      ) -> Race | None:
+    """Tables of one race from its records (in log order)."""
+    headers = [r for r in records if r.get("type") == "race"]
+    if not headers:
+        return None
+    decisions = latest_decisions(records)
+    stops = [r for r in records if r.get("type") == "stop"]
+    states = [r for r in records if r.get("type") == "state"]
+    return Race(path=path, header=headers[0], resumes=sum(r.get("type") == "resume" for r in records),
+                state=states[-1] if states else None, stop=stops[-1] if stops else None,
+                final=final_table(decisions), eliminations=eliminations_table(decisions),
+                timeline=timeline_table(decisions), totals=run_totals(records, headers[0], simulated_dirs))
+
+
+def latest_decisions(records: list[dict]) -> list[dict]:
+    """Decision records, the last one of each (round, phase, config, drop or not), in log order."""
+    latest: dict[tuple, dict] = {}
+    for record in records:
+        if record.get("type") == "decision":
+            key = (record["round"], record["phase"], record["config"], record.get("action") == "drop")
+            latest.pop(key, None)  # re-insert: order follows the last write
+            latest[key] = record
+    return list(latest.values())
+
+
+def _ci(record: dict) -> tuple[float, float]:
+    ci = record.get("ci") or [None, None]
+    return ci[0], ci[1]
+
+
+def final_table(decisions: list[dict]) -> pd.DataFrame:
+    """The final verdicts (phase "final"), winner first, then by mean. Empty before the race ends."""
+    rows = []
+    for d in decisions:
+        if d["phase"] == "final":
+            low, high = _ci(d)
+            rows.append({"config": d["config"], "n": d["n"], "mean": d["mean"], "ci_low": low, "ci_high": high,
+                         "delta_baseline": d.get("delta_baseline"), "p_baseline": d.get("p_baseline"),
+                         "delta_anchor": d.get("delta_anchor"), "p_anchor": d.get("p_anchor"),
+                         "anchor": d.get("anchor"), "action": d["action"], "winner": bool(d.get("winner")),
+                         "baseline": bool(d.get("baseline")), "confirm_n": d.get("confirm_n"),
+                         "confirm_mean": d.get("confirm_mean")})
+    table = pd.DataFrame(rows, columns=FINAL_COLUMNS)
+    return table.sort_values(["winner", "mean"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def eliminations_table(decisions: list[dict]) -> pd.DataFrame:
+    """Configs that left the race: eliminated (significantly worse than the best) or dropped (failures)."""
+    rows = []
+    for d in decisions:
+        if d.get("action") == "eliminate":
+            rows.append({"config": d["config"], "round": d["round"], "action": "eliminate", "n": d["n"],
+                         "mean": d["mean"], "delta_best": d.get("delta_best"), "p_best": d.get("p_best"),
+                         "reason": "worse than the best"})
+        elif d.get("action") == "drop":
+            rows.append({"config": d["config"], "round": d["round"], "action": "drop", "n": None, "mean": None,
+                         "delta_best": None, "p_best": None, "reason": d.get("reason")})
+    return pd.DataFrame(rows, columns=ELIMINATION_COLUMNS).sort_values("round", kind="stable").reset_index(drop=True)
+
+
+def timeline_table(decisions: list[dict]) -> pd.DataFrame:
+    """Every racing-round assessment: round, config, n, mean, CI and what the race did with the config."""
+    rows = []
+    for d in decisions:
+        if d["phase"] == "race" and d.get("mean") is not None:
+            low, high = _ci(d)
+            rows.append({"round": d["round"], "config": d["config"], "n": d["n"], "mean": d["mean"],
+                         "ci_low": low, "ci_high": high, "action": d["action"], "baseline": bool(d.get("baseline"))})
+    return pd.DataFrame(rows, columns=TIMELINE_COLUMNS).sort_values(["round"], kind="stable").reset_index(drop=True)
+
+
+def run_totals(records: list[dict], header: dict, simulated_dirs: frozenset[str] = frozenset()) -> dict:
+    """Runs done and failed, runs of the confirmation, GPU-hours spent, simulated runs, and the runs a
+    fixed grid of every config at max_seeds would have taken (for scale)."""
+    runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r.get("type") == "run"}
+    done = [r for r in runs.values() if r["state"] == "done"]
+    simulated = sum(r.get("run_dir") is not None and str(Path(r["run_dir"]).resolve()) in simulated_dirs
+                    for r in done)
+    max_seeds = (header.get("settings") or {}).get("max_seeds")
+    return {"runs": len(runs), "done": len(done), "failed": len(runs) - len(done),
+            "confirm_runs": sum(r["phase"] == "confirm" for r in runs.values()),
+            "gpu_hours": float(sum(r.get("gpu_hours") or 0.0 for r in runs.values())),
+            "simulated": simulated, "grid_runs": len(header["configs"]) * max_seeds if max_seeds else None}
+
+
+def simulated_run_dirs(runs: pd.DataFrame) -> frozenset[str]:
+    """Resolved paths of the simulated run dirs in the summary's runs table."""
+    if runs.empty or "run_dir" not in runs:
+        return frozenset()
+    chosen = runs.loc[runs["simulated"].astype(bool) & runs["run_dir"].notna(), "run_dir"]
+    return frozenset(str(Path(p).resolve()) for p in chosen)
+
+
+def outcome_line(race: Race) -> str:
+    """One line on how the race ended, for the console."""
+    t = race.totals
+    spent = f"{t['runs']} runs ({t['failed']} failed), {t['gpu_hours']:.1f} GPU-hours"
+    if race.stop is None:
+        last = int(race.timeline["round"].max()) if not race.timeline.empty else None
+        where = f"after round {last}" if last is not None else "before its first assessment"
+        return f"race {race.path}: not finished ({where}; rerun the sweep command to resume); {spent}"
+    text = f"race {race.path}: stopped after round {race.stop['round']} ({race.stop['reason']}); " \
+           f"winner {race.winner}"
+    winner = race.final[race.final["winner"]]
+    if not winner.empty:
+        row = winner.iloc[0]
+        if pd.notna(row["confirm_n"]):
+            text += f" (confirmation: {int(row['confirm_n'])} fresh seeds, mean {row['confirm_mean']:.2f})"
+        text += f", final verdict: {row['action']}"
+    elif not race.finished:
+        text += " (confirmation still running)"
+    return f"{text}; {len(race.eliminations)} left the race; {spent}"

@@ -1,0 +1,187 @@
+"""Races in the summary: a real simulated race summarised end to end, and races.py on a hand-built log."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from opsd_sweep.analysis.races import find_race_logs, outcome_line, race_from_records, read_race
+from opsd_sweep.race.log import RaceLog
+from opsd_sweep.summary import main
+from tests.conftest import run_sweep
+
+RACE = ["-m", "hydra/sweeper=race", "executor=simulate", "group=lr", "learning_rate=2e-6,5e-6,1e-5,2e-5",
+        "simulate.lr_curvature=6", "hydra.sweeper.baseline='learning_rate=5e-6'", "hydra.sweeper.max_seeds=8"]
+
+
+@pytest.fixture(scope="module")
+def summarised(tmp_path_factory, cache_dir):
+    """One real race (Hydra sweeper, simulated runs), then `python -m opsd_sweep.summary` on its root."""
+    results = tmp_path_factory.mktemp("race_results")
+    proc = run_sweep(RACE, results, cache_dir, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = tmp_path_factory.mktemp("race_summary")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        main([str(results), "--out", str(out), "--bootstrap-reps", "0"])
+    log = results / "lr" / "race.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    return log, records, (out / "summary.md").read_text(), printed.getvalue(), out
+
+
+def race_section(report: str) -> str:
+    start = report.index("## Race: ")
+    end = report.find("\n## ", start + 1)
+    return report[start:end if end > 0 else None]
+
+
+def table_rows(section: str, first_header: str, second_header: str) -> dict[str, list[str]]:
+    """Rows of the markdown table whose header starts with these two cells, by the first cell."""
+    lines = section.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} | {second_header} |"))
+    rows = {}
+    for line in lines[head + 2:]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        rows[cells[0].split(" ")[0]] = cells
+    return rows
+
+
+@pytest.mark.slow  # one real race per module (~12 s)
+def test_the_race_section_states_where_the_log_is_why_it_stopped_and_the_winner(summarised):
+    log, records, report, printed, _ = summarised
+    stop = [r for r in records if r["type"] == "stop"][-1]
+    section = race_section(report)
+    assert section.startswith(f"## Race: {log}")
+    assert f"**Stopped after round {stop['round']}**: {stop['reason']}." in section
+    assert f"**Winner: {stop['winner']}" in section
+    final_winner = next(r for r in records if r["type"] == "decision" and r["phase"] == "final" and r["winner"])
+    assert f"Confirmation on {final_winner['confirm_n']} fresh seeds: mean {final_winner['confirm_mean']:.2f}" in section
+    assert "SIMULATED DATA" in section
+    runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r["type"] == "run"}
+    gpu_hours = sum(r["gpu_hours"] for r in runs.values())
+    assert f"Spent: {len(runs)} runs" in section and f"{gpu_hours:.1f} GPU-hours" in section
+    line = next(x for x in printed.splitlines() if x.startswith(f"race {log}"))
+    assert stop["reason"] in line and f"winner {stop['winner']}" in line and f"final verdict: {final_winner['action']}" in line
+
+
+@pytest.mark.slow
+def test_every_config_that_left_the_race_is_listed_with_its_round(summarised):
+    _, records, report, _, _ = summarised
+    left = {r["config"]: r for r in records if r["type"] == "decision" and r["action"] in ("eliminate", "drop")}
+    assert left, "lr_curvature=6 puts learning_rate=2e-05 far below the best: the race must eliminate it"
+    rows = table_rows(race_section(report), "config", "round")
+    assert set(rows) == set(left)
+    for config, record in left.items():
+        assert rows[config][1] == str(record["round"])
+        assert rows[config][4] == f"{record['mean']:.2f}" and rows[config][3] == str(record["n"])
+
+
+@pytest.mark.slow
+def test_the_final_table_equals_the_logged_final_decisions(summarised):
+    _, records, report, _, _ = summarised
+    final = [r for r in records if r["type"] == "decision" and r["phase"] == "final"]
+    rows = table_rows(race_section(report), "config", "n")
+    assert set(rows) == {r["config"] for r in final}
+    for record in final:
+        cells = rows[record["config"]]
+        assert cells[1:4] == [str(record["n"]), f"{record['mean']:.2f}",
+                              f"[{record['ci'][0]:.2f}, {record['ci'][1]:.2f}]"]
+        assert cells[9] == record["action"]
+        if record["p_baseline"] is not None:
+            assert cells[4] == f"{record['delta_baseline']:+.2f}"
+            assert cells[5] == ("<0.001" if record["p_baseline"] < 1e-3 else f"{record['p_baseline']:.3f}")
+        assert ("(winner)" in cells[0]) == record["winner"]
+
+
+@pytest.mark.slow
+def test_the_race_progress_plot_is_written_and_shown(summarised):
+    _, _, report, _, out = summarised
+    plot = out / "plots" / "race_progress.png"
+    assert plot.stat().st_size > 10_000
+    assert "![race progress](plots/race_progress.png)" in race_section(report)
+
+
+# --- races.py on a hand-built log ------------------------------------------------------------------
+
+HEADER = {"type": "race", "configs": ["a", "b", "c", "d"], "baseline": "b", "metric": "avg_at_n", "anchor": None,
+          "settings": {"min_seeds": 3, "max_seeds": 5, "alpha": 0.05, "stop_alpha": 0.01}}
+
+
+def decision(round_, config, mean, action, phase="race", **extra):
+    return {"type": "decision", "round": round_, "phase": phase, "config": config, "n": 3 + round_, "mean": mean,
+            "ci": [mean - 2, mean + 2], "baseline": config == "b", "p_best": 0.01 if action == "eliminate" else 0.5,
+            "delta_best": -6.0 if action == "eliminate" else None, "action": action, **extra}
+
+
+def run(config, seed, state="done", phase="race", gpu_hours=2.0):
+    return {"type": "run", "config": config, "seed": seed, "phase": phase, "state": state, "score": 50.0,
+            "gpu_hours": gpu_hours, "run_dir": None, "error": None}
+
+
+@pytest.fixture
+def small_log(tmp_path):
+    log = RaceLog(tmp_path / "g" / "race.jsonl")
+    for record in [HEADER, run("a", 1), run("b", 1), run("c", 1), run("d", 1, "failed"), run("d", 2, "failed"),
+                   {"type": "decision", "round": 0, "phase": "race", "config": "d", "action": "drop",
+                    "reason": "2 failed runs"},
+                   decision(0, "a", 55.0, "continue"), decision(0, "b", 50.0, "continue"),
+                   decision(0, "c", 49.0, "continue"),
+                   decision(1, "a", 56.0, "continue"),  # a kill here; the restart assesses round 1 again:
+                   {"type": "resume", "configs": HEADER["configs"], "settings": {}},
+                   run("c", 1, gpu_hours=3.0),  # the same run logged again: counted once, last record
+                   decision(1, "a", 57.0, "continue"), decision(1, "b", 50.5, "continue"),
+                   decision(1, "c", 48.0, "eliminate"),
+                   {"type": "stop", "round": 1, "reason": "decided: the best config is better than the baseline",
+                    "winner": "a"},
+                   run("a", 9, phase="confirm"),
+                   decision(1, "a", 56.5, "better", phase="final", winner=True, confirm_n=1, confirm_mean=54.0,
+                            p_baseline=0.004, delta_baseline=6.0),
+                   decision(1, "b", 50.5, "baseline", phase="final", winner=False),
+                   {"type": "state", "round": 1, "phase": "done"}]:
+        log.append(record)
+    with open(log.path, "a") as handle:
+        handle.write('{"type": "decision", "round": 2, "phase": "fin')  # cut by a kill mid-line
+    return log.path
+
+
+def test_tables_of_a_hand_built_log(small_log):
+    race = read_race(small_log)
+    assert race.finished and race.winner == "a" and race.resumes == 1
+    assert race.final[["config", "n", "mean", "action", "winner"]].values.tolist() == [
+        ["a", 4, 56.5, "better", True], ["b", 4, 50.5, "baseline", False]]
+    assert race.final.loc[0, "confirm_n"] == 1 and race.final.loc[0, "confirm_mean"] == 54.0
+    gone = race.eliminations
+    assert gone[["config", "round", "action"]].values.tolist() == [["d", 0, "drop"], ["c", 1, "eliminate"]]
+    assert gone.loc[1, "p_best"] == 0.01 and gone.loc[0, "reason"] == "2 failed runs"
+    # round 1 of a was logged twice: the restart's assessment counts
+    assert race.timeline[["round", "config", "mean"]].values.tolist() == [
+        [0, "a", 55.0], [0, "b", 50.0], [0, "c", 49.0], [1, "a", 57.0], [1, "b", 50.5], [1, "c", 48.0]]
+    assert race.totals == {"runs": 6, "done": 4, "failed": 2, "confirm_runs": 1, "gpu_hours": 13.0,
+                           "simulated": 0, "grid_runs": 20}
+    line = outcome_line(race)
+    assert "stopped after round 1 (decided" in line and "winner a (confirmation: 1 fresh seeds, mean 54.00)" in line
+    assert "final verdict: better; 2 left the race; 6 runs (2 failed), 13.0 GPU-hours" in line
+
+
+def test_an_unfinished_race_and_a_file_without_a_race(small_log):
+    records = RaceLog(small_log).records()
+    cut = next(i for i, r in enumerate(records) if r["type"] == "stop")
+    race = race_from_records(small_log, records[:cut])
+    assert race.stop is None and race.final.empty and not race.finished
+    assert "not finished (after round 1; rerun the sweep command to resume)" in outcome_line(race)
+    assert race_from_records(small_log, records[1:]) is None
+
+
+def test_race_logs_are_found_in_a_root_and_one_folder_below(tmp_path):
+    for folder in ("own", "own/group", "own/group/deeper", "other/x"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "race.jsonl").write_text(json.dumps(HEADER) + "\n")
+    found = find_race_logs([str(tmp_path / "own"), str(tmp_path / "oth*")])
+    assert found == [tmp_path / "other" / "x" / "race.jsonl", tmp_path / "own" / "group" / "race.jsonl",
+                     tmp_path / "own" / "race.jsonl"]
+    assert find_race_logs([str(tmp_path / "missing")]) == []
