@@ -21,16 +21,12 @@ import dataclasses
 import itertools
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from omegaconf import OmegaConf
-from scipy import special
-from scipy import stats as sps
 from tqdm import tqdm
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.analysis import stats
 from opsd_sweep.analysis.stats import welch_difference, welch_vs_anchor
 from opsd_sweep.config import SimulateConfig
 from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunResult, run_race
@@ -77,20 +73,6 @@ def draw_sweep(grid: tuple, sd: float, seeds: int, rng: np.random.Generator, shi
 
 def labels(grid: tuple) -> tuple[str, ...]:
     return tuple(f"c{i}" for i in range(len(grid)))
-
-
-class _StudentT:
-    """scipy.stats.t.ppf/sf evaluate these same special functions behind ~130 us of argument handling per
-    call; the benchmark makes ~10^7 calls, so it swaps them in (same numbers, checked in `_fast_t`)."""
-
-    ppf = staticmethod(lambda q, df: special.stdtrit(df, q))
-    sf = staticmethod(lambda x, df: special.stdtr(df, -x))
-
-
-def _fast_t() -> None:
-    for q, df in ((0.975, 3.0), (0.995, 17.3), (0.6, 250.0)):
-        assert sps.t.ppf(q, df) == _StudentT.ppf(q, df) and sps.t.sf(q, df) == _StudentT.sf(q, df)
-    stats.sps = type("FastStats", (), {"t": _StudentT, "norm": sps.norm})
 
 
 # --- the two designs -----------------------------------------------------------------------------
@@ -252,7 +234,6 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a smoke run with few sweeps (noisy figures)")
     args = parser.parse_args(argv)
-    _fast_t()
     report_n, tune_n, fixed_n = (40, 30, 60) if args.quick else (1000, 300, 1000)
     started = time.time()
     reference = settings_of(CANDIDATES[0], MAX_SEEDS[-1])  # the fixed grid uses only alpha of these

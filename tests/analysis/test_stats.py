@@ -25,6 +25,16 @@ def test_t_interval_matches_scipy_and_hand_values():
     assert ci.high - ci.low == pytest.approx(2 * 4.302653 * math.sqrt(13 / 3), rel=1e-6)  # t_{0.975, 2}
 
 
+@pytest.mark.parametrize("df", [1.0, 3.0, 17.3, 250.0])
+def test_fast_student_t_functions_equal_scipy_stats(df):
+    for q in (0.6, 0.9, 0.975, 0.995):
+        assert S.t_ppf(q, df) == pytest.approx(sps.t.ppf(q, df), rel=1e-12)
+    for x in (0.0, 0.5, 2.1, 6.0):
+        assert S.t_sf(x, df) == pytest.approx(sps.t.sf(x, df), rel=1e-12)
+    assert S.t_ppf(0.975, math.inf) == pytest.approx(sps.norm.ppf(0.975), rel=1e-12)
+    assert S.t_sf(1.5, math.inf) == pytest.approx(sps.norm.sf(1.5), rel=1e-12)
+
+
 def test_t_interval_one_run_needs_an_assumed_sd():
     alone = S.t_interval(np.array([55.0]))
     assert math.isnan(alone.low) and math.isnan(alone.high)

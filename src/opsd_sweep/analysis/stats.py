@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,21 @@ class VarianceSplit:
 
 # --- helpers -------------------------------------------------------------------------------------
 
+# scipy.special's Student-t functions are what scipy.stats.t.ppf / .sf evaluate, without ~130 us of
+# argument handling per call (the racing benchmark makes ~10^7 calls); df = inf is the normal limit.
+def t_ppf(q: float, df: float) -> float:
+    """Quantile q of Student's t with df degrees of freedom."""
+    return float(special.ndtri(q) if math.isinf(df) else special.stdtrit(df, q))
+
+
+def t_sf(x: float, df: float) -> float:
+    """P(T > x) for Student's t with df degrees of freedom."""
+    return float(special.ndtr(-x) if math.isinf(df) else special.stdtr(df, -x))
+
+
 def _t_quantile(level: float, df: float) -> float:
     """Two-sided critical value; df = inf gives the normal quantile."""
-    q = 0.5 + level / 2
-    return float(sps.norm.ppf(q) if math.isinf(df) else sps.t.ppf(q, df))
+    return t_ppf(0.5 + level / 2, df)
 
 
 def satterthwaite_df(components: Sequence[tuple[float, float]]) -> float:
@@ -85,7 +96,7 @@ def _compare(delta: float, components: Sequence[tuple[float, float]], level: flo
         return Comparison(delta, se, df, math.nan, math.nan, math.nan, math.nan, level)
     t = delta / se
     half = _t_quantile(level, df) * se
-    p = 2 * float(sps.norm.sf(abs(t)) if math.isinf(df) else sps.t.sf(abs(t), df))
+    p = 2 * t_sf(abs(t), df)
     return Comparison(delta, se, df, delta - half, delta + half, t, p, level)
 
 
@@ -329,7 +340,7 @@ def min_detectable_effect(sd: float, n_runs: int, alpha: float = 0.05, power: fl
     if n_runs < 2:
         raise ValueError(f"min_detectable_effect: n_runs={n_runs}; a t-test needs at least 2 runs")
     se, df = _difference_se_df(sd, n_runs, ref_sd, ref_n)
-    return float((sps.t.ppf(1 - alpha / 2, df) + sps.t.ppf(power, df)) * se)
+    return (t_ppf(1 - alpha / 2, df) + t_ppf(power, df)) * se
 
 
 def seeds_needed(delta: float, sd: float, alpha: float = 0.05, power: float = 0.80, *,
