@@ -31,8 +31,8 @@ install-gpu: install  ## add the GPU extra (vllm)
 DEMO_SEEDS ?= 1,2,3
 demo: install  ## the tiny CPU demo (~3 min, offline): base model vs OPSD at 2 learning rates x 3 seeds, verdicts, plots
 	$(PY) -m opsd_sweep.evaluate -m profile=tiny +sweep=demo train.max_steps=0 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
-	$(PY) -m opsd_sweep -m profile=tiny +sweep=demo learning_rate=3e-3,3e-2 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
-	$(PY) -m opsd_sweep.summary $(RESULTS)/tiny-demo --anchor tiny --baseline max_steps=0
+	$(PY) -m opsd_sweep -m profile=tiny +sweep=demo learning_rate=1e-2,3e-2 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
+	$(PY) -m opsd_sweep.summary $(RESULTS)/tiny-demo --baseline max_steps=0
 
 summary: install  ## verdicts, seeds advice, tables and plots for $(RESULTS); more flags: SUMMARY_ARGS="--baseline lr=5e-06"
 	$(PY) -m opsd_sweep.summary $(RESULTS) $(SUMMARY_ARGS)
