@@ -1,5 +1,5 @@
 """The demo's world in CI: the default warm start makes a competent teacher and a fallible student on
-held-out problems, and a reduced demo (one learning rate, two seeds, 4 samples per problem) runs to a verdict.
+held-out problems, and a reduced demo (one learning rate, two seeds, avg@4) runs to a verdict."""
 
 from __future__ import annotations
 
