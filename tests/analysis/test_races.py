@@ -9,6 +9,7 @@ import json
 import pytest
 
 from opsd_sweep.analysis.races import find_race_logs, outcome_line, race_from_records, read_race
+from opsd_sweep.analysis.report import race_section as report_race_section
 from opsd_sweep.race.log import RaceLog
 from opsd_sweep.summary import main
 from tests.conftest import run_sweep
@@ -72,7 +73,8 @@ def test_the_race_section_states_where_the_log_is_why_it_stopped_and_the_winner(
 @pytest.mark.slow
 def test_every_config_that_left_the_race_is_listed_with_its_round(summarised):
     _, records, report, _, _ = summarised
-    left = {r["config"]: r for r in records if r["type"] == "decision" and r["action"] in ("eliminate", "drop")}
+    left = {r["config"]: r for r in records
+            if r["type"] == "decision" and r["action"] in ("eliminate", "futile", "drop")}
     assert left, "lr_curvature=6 puts learning_rate=2e-05 far below the best: the race must eliminate it"
     rows = table_rows(race_section(report), "config", "round")
     assert set(rows) == set(left)
@@ -108,8 +110,8 @@ def test_the_race_progress_plot_is_written_and_shown(summarised):
 
 # --- races.py on a hand-built log ------------------------------------------------------------------
 
-HEADER = {"type": "race", "configs": ["a", "b", "c", "d"], "baseline": "b", "metric": "avg_at_n", "anchor": None,
-          "settings": {"min_seeds": 3, "max_seeds": 5, "alpha": 0.05, "stop_alpha": 0.01}}
+HEADER = {"type": "race", "configs": ["a", "b", "c", "d", "e"], "baseline": "b", "metric": "avg_at_n", "anchor": None,
+          "settings": {"min_seeds": 3, "max_seeds": 5, "alpha": 0.05, "stop_alpha": 0.01, "futility_effect": 2.0}}
 
 
 def decision(round_, config, mean, action, phase="race", **extra):
@@ -126,11 +128,12 @@ def run(config, seed, state="done", phase="race", gpu_hours=2.0):
 @pytest.fixture
 def small_log(tmp_path):
     log = RaceLog(tmp_path / "g" / "race.jsonl")
-    for record in [HEADER, run("a", 1), run("b", 1), run("c", 1), run("d", 1, "failed"), run("d", 2, "failed"),
+    for record in [HEADER, run("a", 1), run("b", 1), run("c", 1), run("e", 1), run("d", 1, "failed"),
+                   run("d", 2, "failed"),
                    {"type": "decision", "round": 0, "phase": "race", "config": "d", "action": "drop",
                     "reason": "2 failed runs"},
                    decision(0, "a", 55.0, "continue"), decision(0, "b", 50.0, "continue"),
-                   decision(0, "c", 49.0, "continue"),
+                   decision(0, "c", 49.0, "continue"), decision(0, "e", 50.2, "futile", upper_baseline=1.37),
                    decision(1, "a", 56.0, "continue"),  # a kill here; the restart assesses round 1 again:
                    {"type": "resume", "configs": HEADER["configs"], "settings": {}},
                    run("c", 1, gpu_hours=3.0),  # the same run logged again: counted once, last record
@@ -156,16 +159,23 @@ def test_tables_of_a_hand_built_log(small_log):
         ["a", 4, 56.5, "better", True], ["b", 4, 50.5, "baseline", False]]
     assert race.final.loc[0, "confirm_n"] == 1 and race.final.loc[0, "confirm_mean"] == 54.0
     gone = race.eliminations
-    assert gone[["config", "round", "action"]].values.tolist() == [["d", 0, "drop"], ["c", 1, "eliminate"]]
-    assert gone.loc[1, "p_best"] == 0.01 and gone.loc[0, "reason"] == "2 failed runs"
+    assert gone[["config", "round", "action"]].values.tolist() == [["d", 0, "drop"], ["e", 0, "futile"],
+                                                                   ["c", 1, "eliminate"]]
+    assert gone.loc[2, "p_best"] == 0.01 and gone.loc[0, "reason"] == "2 failed runs"
+    assert gone.loc[1, "reason"] == "cannot beat the baseline by futility_effect (upper bound of Δ vs baseline +1.37)"
     # round 1 of a was logged twice: the restart's assessment counts
     assert race.timeline[["round", "config", "mean"]].values.tolist() == [
-        [0, "a", 55.0], [0, "b", 50.0], [0, "c", 49.0], [1, "a", 57.0], [1, "b", 50.5], [1, "c", 48.0]]
-    assert race.totals == {"runs": 6, "done": 4, "failed": 2, "confirm_runs": 1, "gpu_hours": 13.0,
-                           "simulated": 0, "grid_runs": 20}
+        [0, "a", 55.0], [0, "b", 50.0], [0, "c", 49.0], [0, "e", 50.2], [1, "a", 57.0], [1, "b", 50.5],
+        [1, "c", 48.0]]
+    assert race.totals == {"runs": 7, "done": 5, "failed": 2, "confirm_runs": 1, "gpu_hours": 15.0,
+                           "simulated": 0, "grid_runs": 25}
     line = outcome_line(race)
     assert "stopped after round 1 (decided" in line and "winner a (confirmation: 1 fresh seeds, mean 54.00)" in line
-    assert "final verdict: better; 2 left the race; 6 runs (2 failed), 13.0 GPU-hours" in line
+    assert "final verdict: better; 3 left the race; 7 runs (2 failed), 15.0 GPU-hours" in line
+    section = "\n".join(report_race_section(race, None))
+    assert "cannot beat the baseline by futility_effect = 2.0 points" in section
+    left = table_rows(section, "config", "round")
+    assert left["e"][:3] == ["e", "0", "futile"] and left["c"][2] == "eliminated" and left["d"][2] == "dropped"
 
 
 def test_an_unfinished_race_and_a_file_without_a_race(small_log):

@@ -193,3 +193,72 @@ def test_settings_are_checked_with_the_fix():
     text = str(err.value)
     assert "min_seeds=1 must be >= 2" in text and "stop_alpha=2.0 must be in (0, 1)" in text
     assert "baseline 'nope' is not one of the configs" in text
+
+
+# --- futility --------------------------------------------------------------------------------------
+
+FUTILITY = {"base": [50.0, 52.0, 51.0], "a": [52.5, 54.5, 53.0], "b": [50.5, 52.5, 51.0], "c": [51.5, 53.5, 52.5]}
+
+
+def futility_spec(effect, **changes) -> RaceSpec:
+    return spec(configs=tuple(FUTILITY), stop_alpha=1e-9, futility_effect=effect, **changes)
+
+
+def test_futility_stops_a_config_whose_upper_bound_vs_the_baseline_is_below_the_effect():
+    step = decide(table(FUTILITY), RaceState(), futility_spec(3.0))
+    rows = decisions(step)
+    summaries = {c: ConfigSummary(c, np.array(v), None) for c, v in FUTILITY.items()}
+    sd, df = pooled_sd([np.array(v) for v in FUTILITY.values()])
+    one_sided = compare(summaries["b"], summaries["base"], Pooled(sd * sd, df), 1 - 2 * 0.05)  # at eliminate_alpha
+    assert rows["b"]["upper_baseline"] == pytest.approx(one_sided.high) and one_sided.high < 3.0
+    assert rows["b"]["p_best"] > 0.05  # not significantly worse than the best: futility alone stops it
+    assert rows["b"]["action"] == "futile" and step.state.futile == {"b": 0} and step.state.eliminated == {}
+    # c's upper bound reaches the effect (it could still beat the baseline by 3): it goes on
+    assert rows["c"]["upper_baseline"] >= 3.0 and rows["c"]["action"] == "continue"
+    assert sorted(q.config for q in step.runs) == ["a", "base", "c"]
+    # never re-enters: the next round neither assesses nor seeds it
+    later = decide(table(FUTILITY) + [done("base", 4, 51.5), done("a", 4, 53.5), done("c", 4, 52.0)],
+                   step.state, futility_spec(3.0))
+    assert "b" not in decisions(later) and "b" not in {q.config for q in later.runs}
+    assert later.state.futile["b"] == 0  # kept with the round it left in
+
+
+def test_futility_never_stops_the_best_or_the_baseline_and_is_off_at_zero_or_null():
+    rows = decisions(decide(table(FUTILITY), RaceState(), futility_spec(10.0)))
+    assert rows["a"]["best"] and rows["a"]["upper_baseline"] < 10.0 and rows["a"]["action"] == "continue"
+    assert rows["base"]["action"] == "continue" and rows["base"]["upper_baseline"] is None
+    assert rows["b"]["action"] == rows["c"]["action"] == "futile"
+    for off in (0.0, None):
+        rows = decisions(decide(table(FUTILITY), RaceState(), futility_spec(off)))
+        assert {r["action"] for r in rows.values()} == {"continue"}
+
+
+def test_futile_configs_stay_in_the_holm_family_of_the_claims():
+    """Stopping b for futility must not make a's claim vs the baseline easier: b counts with p = 1."""
+    s = futility_spec(3.0, max_seeds=4, confirm_seeds=1)
+    step = decide(table(FUTILITY), RaceState(), s)
+    more = [done("base", 4, 51.5), done("a", 4, 55.5), done("c", 4, 52.0)]
+    step = decide(table(FUTILITY) + more, step.state, s)
+    assert step.state.stop_reason.startswith("max_seeds") and step.state.winner == "a"
+    results = table(FUTILITY) + more + [done("a", 5, 54.0, "confirm")]
+    final = decisions(decide(results, step.state, s))
+    assert set(step.state.futile) == {"b", "c"}  # c's upper bound fell below 3 in round 1
+    assert set(final) == {"base", "a"}  # futile configs get no verdict row, like eliminated ones
+    live = {c: np.array([r.score for r in results if r.config == c]) for c in ("base", "a")}
+    summaries = {c: ConfigSummary(c, v, None) for c, v in live.items()}
+    sd, df = pooled_sd(list(live.values()))
+    raw = compare(summaries["a"], summaries["base"], Pooled(sd * sd, df), 0.95).p
+    assert final["a"]["p_baseline"] == pytest.approx(holm([raw, 1.0, 1.0])[0]) == pytest.approx(3 * raw)
+    assert 3 * raw < 1  # not capped: a shrunken family (p = raw) would differ
+
+
+def test_the_futile_configs_survive_a_resume_and_old_logs_read_without_them():
+    state = RaceState(round=3, eliminated={"c": 1}, futile={"b": 2})
+    assert RaceState.from_record(state.to_record()) == state
+    old = {k: v for k, v in state.to_record().items() if k != "futile"}
+    assert RaceState.from_record(old) == RaceState(round=3, eliminated={"c": 1})
+
+
+def test_a_negative_futility_effect_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"futility_effect=-1.0 must be >= 0 points, or null / 0 \(off\)"):
+        spec(futility_effect=-1.0)

@@ -26,7 +26,8 @@ from opsd_sweep.runs import RunDir, current_owner, owner_alive
 log = logging.getLogger(__name__)
 
 SETTING_KEYS = ("min_seeds", "max_seeds", "seeds_per_round", "alpha", "stop_alpha", "eliminate_alpha", "anchor_alpha",
-                "target_half_width", "budget_gpu_hours", "confirm_seeds", "first_seed", "max_failures")
+                "target_half_width", "budget_gpu_hours", "confirm_seeds", "first_seed", "max_failures",
+                "futility_effect")
 SEED_ERROR = "the race chooses seeds: remove seed=... (hydra.sweeper.first_seed sets the first one)"
 ONE_FOLDER = ("group", "results_root")  # race.jsonl lives in <results_root>/<group>: one value each
 

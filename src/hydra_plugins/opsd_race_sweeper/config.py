@@ -21,6 +21,7 @@ class RaceSweeperConf:
     alpha: float = MISSING  # level of the final "better than the baseline" claim (Holm)
     stop_alpha: float = MISSING  # Holm level of a round's best vs the baseline that ends the race
     eliminate_alpha: float = MISSING  # Holm level of "worse than the best" that drops a config
+    futility_effect: Optional[float] = MISSING  # stop a config that cannot beat the baseline by this; null/0 = off
     anchor_alpha: float = MISSING  # level of the test against the published anchor (reported only)
     target_half_width: float = MISSING  # stop when every live config's CI half-width is <= this
     budget_gpu_hours: Optional[float] = MISSING  # stop before a round would pass it; null = no budget

@@ -239,7 +239,7 @@ def plot_race(race: Race, path: Path) -> bool:
         gone = race.eliminations[race.eliminations["config"] == config]
         if not gone.empty:
             end = rows.iloc[-1]
-            what = "eliminated" if gone["action"].iloc[0] == "eliminate" else "dropped"
+            what = {"eliminate": "eliminated", "futile": "futile"}.get(gone["action"].iloc[0], "dropped")
             ax.scatter(end["round"], end["mean"], marker="X", s=140, color=color, edgecolor="black", zorder=4)
             ax.annotate(f"{what} r{int(gone['round'].iloc[0])}", (end["round"], end["mean"]), xytext=(6, -12),
                         textcoords="offset points", fontsize=8, color=color)

@@ -33,7 +33,7 @@ class Race:
     state: dict | None  # the last "state" record (phase race / confirm / done)
     stop: dict | None  # round, reason, winner
     final: pd.DataFrame  # FINAL_COLUMNS, one row per config live at the stop
-    eliminations: pd.DataFrame  # ELIMINATION_COLUMNS: configs eliminated (worse than the best) or dropped
+    eliminations: pd.DataFrame  # ELIMINATION_COLUMNS: configs eliminated (worse than the best), futile or dropped
     timeline: pd.DataFrame  # TIMELINE_COLUMNS: every race-phase assessment, for the progress plot
     totals: dict  # runs, done, failed, confirm_runs, gpu_hours, simulated, grid_runs
 
@@ -110,13 +110,18 @@ def final_table(decisions: list[dict]) -> pd.DataFrame:
 
 
 def eliminations_table(decisions: list[dict]) -> pd.DataFrame:
-    """Configs that left the race: eliminated (significantly worse than the best) or dropped (failures)."""
+    """Configs that left the race: eliminated (significantly worse than the best), futile (cannot beat the
+    baseline by futility_effect) or dropped (failures)."""
     rows = []
     for d in decisions:
-        if d.get("action") == "eliminate":
-            rows.append({"config": d["config"], "round": d["round"], "action": "eliminate", "n": d["n"],
+        if d.get("action") in ("eliminate", "futile"):
+            upper = d.get("upper_baseline")
+            reason = ("worse than the best" if d["action"] == "eliminate" else
+                      "cannot beat the baseline by futility_effect"
+                      + (f" (upper bound of Δ vs baseline {upper:+.2f})" if upper is not None else ""))
+            rows.append({"config": d["config"], "round": d["round"], "action": d["action"], "n": d["n"],
                          "mean": d["mean"], "delta_best": d.get("delta_best"), "p_best": d.get("p_best"),
-                         "reason": "worse than the best"})
+                         "reason": reason})
         elif d.get("action") == "drop":
             rows.append({"config": d["config"], "round": d["round"], "action": "drop", "n": None, "mean": None,
                          "delta_best": None, "p_best": None, "reason": d.get("reason")})

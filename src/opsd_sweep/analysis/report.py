@@ -204,6 +204,8 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
     lines.append(f"{len(h['configs'])} configs ({baseline}) raced on {h.get('metric')}: {st.get('min_seeds')} seeds "
                  f"each, then +{st.get('seeds_per_round')} per round up to {st.get('max_seeds')}; a config "
                  f"significantly worse than the round's best (Holm p ≤ {st.get('eliminate_alpha')}) gets no more seeds."
+                 + (f" Nor does one that cannot beat the baseline by futility_effect = {st['futility_effect']} points "
+                    "(futile; it stays in the Holm family of the claims)." if st.get("futility_effect") else "")
                  + (f" Restarted with changed settings {race.resumes} time(s) (see the log's resume records)."
                     if race.resumes else ""))
     if race.stop is None:
@@ -236,7 +238,8 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
     if race.eliminations.empty:
         lines += ["", "No config left the race early."]
     else:
-        rows = [[r["config"] + mark, str(r["round"]), {"eliminate": "eliminated"}.get(r["action"], "dropped"),
+        left_as = {"eliminate": "eliminated", "futile": "futile"}
+        rows = [[r["config"] + mark, str(r["round"]), left_as.get(r["action"], "dropped"),
                  _seeds(r["n"]), _num(r["mean"]), _signed(r["delta_best"]), _p(r["p_best"]), r["reason"]]
                 for _, r in race.eliminations.iterrows()]
         lines += ["", "Configs that left the race, with the round it happened in:", "",

@@ -5,8 +5,13 @@ min(max_seeds, min_seeds + r * seeds_per_round) finished runs; then it assesses 
 - every live config gets a mean and a t-interval with the run-to-run SD pooled across live configs;
 - every live config is compared with the current best; Holm across them; those significantly worse
   (at eliminate_alpha) get no more seeds. The in-sweep baseline is never eliminated: it is the reference;
-- every live config is compared with the baseline (Holm across live configs, at alpha) and with the
-  published anchor (Welch, at the stricter anchor_alpha; reported, never the only evidence for "better");
+- futility (futility_effect > 0): a live config that is neither the round's best nor the baseline and
+  whose one-sided upper bound (at eliminate_alpha) of its gain over the baseline is below futility_effect
+  points gets no more seeds either ("futile"). Such configs stay in the Holm family of the claims vs
+  the baseline with p = 1, so stopping them never loosens a claim (eliminated configs leave the family);
+- every live config is compared with the baseline (Holm across live configs and the futile ones, at
+  alpha) and with the published anchor (Welch, at the stricter anchor_alpha; reported, never the only
+  evidence for "better");
 - the race stops when the best is significantly better than the baseline or is the only config left
   (decided), when every live config's CI half-width is <= target_half_width (precise), at max_seeds,
   or before a round that would exceed the GPU-hour budget;
@@ -24,7 +29,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from opsd_sweep.analysis.stats import holm, t_interval, verdict, welch_vs_anchor
+from opsd_sweep.analysis.stats import holm, t_interval, t_ppf, verdict, welch_vs_anchor
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 from opsd_sweep.race.settings import RaceSpec
 
@@ -63,6 +68,7 @@ class RaceState:
     round: int = 0
     phase: str = "race"  # race -> confirm -> done
     eliminated: dict = field(default_factory=dict)  # config -> round it was eliminated in
+    futile: dict = field(default_factory=dict)  # config -> round it was stopped for futility in
     dropped: dict = field(default_factory=dict)  # config -> why it left the race (failures)
     winner: Optional[str] = None
     stop_reason: Optional[str] = None
@@ -70,12 +76,13 @@ class RaceState:
 
     def to_record(self) -> dict:
         return {"type": "state", "round": self.round, "phase": self.phase, "eliminated": dict(self.eliminated),
-                "dropped": dict(self.dropped), "winner": self.winner, "stop_reason": self.stop_reason,
-                "confirm_from": self.confirm_from}
+                "futile": dict(self.futile), "dropped": dict(self.dropped), "winner": self.winner,
+                "stop_reason": self.stop_reason, "confirm_from": self.confirm_from}
 
     @classmethod
     def from_record(cls, record: dict) -> "RaceState":
         return cls(round=record["round"], phase=record["phase"], eliminated=dict(record["eliminated"]),
+                   futile=dict(record.get("futile", {})),  # logs written before futility have none
                    dropped=dict(record["dropped"]), winner=record["winner"], stop_reason=record["stop_reason"],
                    confirm_from=record["confirm_from"])
 
@@ -90,7 +97,7 @@ class Step:
 
 
 def live_configs(spec: RaceSpec, state: RaceState) -> list[str]:
-    return [c for c in spec.configs if c not in state.eliminated and c not in state.dropped]
+    return [c for c in spec.configs if c not in state.eliminated and c not in state.futile and c not in state.dropped]
 
 
 def target_seeds(spec: RaceSpec, round_: int) -> int:
@@ -171,17 +178,20 @@ def _assess_round(results, state: RaceState, spec: RaceSpec, records: list[dict]
     s = spec.settings
     live = live_configs(spec, state)
     summaries = _summaries(results, live, ("race",))
-    rows = assess(summaries, spec, state.round, "race")
+    rows = assess(summaries, spec, state.round, "race", futile=len(state.futile))
     best = max(live, key=lambda c: summaries[c].mean)
-    eliminated = dict(state.eliminated)
+    eliminated, futile = dict(state.eliminated), dict(state.futile)
     for row in rows:
         worse = row["delta_best"] is not None and row["delta_best"] < 0
         if worse and row["p_best"] is not None and row["p_best"] <= s.eliminate_alpha:
             row["action"] = "eliminate"
             eliminated[row["config"]] = state.round
+        elif _futile(row, best, s.futility_effect):
+            row["action"] = "futile"
+            futile[row["config"]] = state.round
         else:
             row["action"] = "continue"
-    state = replace(state, eliminated=eliminated)
+    state = replace(state, eliminated=eliminated, futile=futile)
     still = live_configs(spec, state)
     reason = _stop_reason(rows, still, best, results, state, spec)
     if reason is None:
@@ -198,6 +208,14 @@ def _assess_round(results, state: RaceState, spec: RaceSpec, records: list[dict]
         state = replace(state, phase="confirm", confirm_from=confirm_from)
         return Step(state, records, _missing_runs(results, [best], s.confirm_seeds, "confirm", confirm_from))
     return _final(results, state, spec, records)
+
+
+def _futile(row: dict, best: str, effect: Optional[float]) -> bool:
+    """The config cannot beat the baseline by `effect` points: more seeds would not make it a claim worth
+    having. Never the round's best (it may still win) nor the baseline (the reference)."""
+    if not effect or row["config"] == best or row["baseline"] or row["upper_baseline"] is None:
+        return False
+    return row["upper_baseline"] < effect
 
 
 def _confirms(winner: str, spec: RaceSpec) -> bool:
@@ -225,10 +243,13 @@ def _stop_reason(rows: list[dict], still: list[str], best: str, results, state: 
     return None
 
 
-def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, phase: str) -> list[dict]:
+def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, phase: str, *,
+           futile: int = 0) -> list[dict]:
     """One decision row per config (any set of configs: a round's live ones, or a fixed grid):
     n, mean, t-interval with the SD pooled across them, Holm-adjusted p vs the best and vs the baseline,
-    Welch p vs the anchor. The action is left to the caller."""
+    the one-sided upper bound (at eliminate_alpha) of the gain over the baseline, Welch p vs the anchor.
+    `futile`: configs stopped for futility, kept in the Holm family vs the baseline with p = 1 (a fixed
+    family: stopping them never loosens a claim). The action is left to the caller."""
     s = spec.settings
     pooled = Pooled.of(list(summaries.values()))
     level = 1 - s.alpha
@@ -239,7 +260,8 @@ def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, pha
     vs_base = {c: compare(summ, baseline, pooled, level) for c, summ in summaries.items()
                if baseline is not None and c != spec.baseline}
     p_best = dict(zip(vs_best, holm([c.p for c in vs_best.values()]))) if vs_best else {}
-    p_base = dict(zip(vs_base, holm([c.p for c in vs_base.values()]))) if vs_base else {}
+    p_base = dict(zip(vs_base, holm([c.p for c in vs_base.values()] + [1.0] * futile))) if vs_base else {}
+    upper = {c: cmp.delta + t_ppf(1 - s.eliminate_alpha, cmp.df) * cmp.se for c, cmp in vs_base.items()}
     rows = []
     for config, summ in summaries.items():
         ci = t_interval(summ.scores, level, sd=math.sqrt(pooled.var), df=pooled.df)
@@ -253,7 +275,7 @@ def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, pha
             "delta_best": vs_best[config].delta if config in vs_best else None,
             "p_best": p_best.get(config),
             "delta_baseline": vs_base[config].delta if config in vs_base else None,
-            "p_baseline": p_base.get(config),
+            "p_baseline": p_base.get(config), "upper_baseline": upper.get(config),
             "delta_anchor": anchor.delta if anchor else None, "p_anchor": anchor.p if anchor else None,
             "action": None}))
     return rows
@@ -300,7 +322,7 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
     if state.winner in summaries:
         summaries[state.winner] = _summaries(results, [state.winner], ("race", "confirm"))[state.winner]
     confirm = _summaries(results, [state.winner], ("confirm",))[state.winner]
-    rows = assess(summaries, spec, state.round, "final")
+    rows = assess(summaries, spec, state.round, "final", futile=len(state.futile))
     for row in rows:
         row["winner"] = row["config"] == state.winner
         # vs the anchor: a label at the stricter level, reported beside the verdict, never a claim by itself

@@ -22,6 +22,9 @@ class RaceSettings:
     confirm_seeds: int  # fresh seeds for the winner after the race (0: no confirmation)
     first_seed: int  # seeds are first_seed, first_seed + 1, ...
     max_failures: int  # failed runs after which a config leaves the race
+    # stop seeding a config (neither the best nor the baseline) whose one-sided upper bound (at
+    # eliminate_alpha) of its gain over the baseline is below this many points; None or 0: off
+    futility_effect: Optional[float] = None
 
     def problems(self) -> list[str]:
         """Every invalid setting, each with the key (under hydra.sweeper), the value and the fix."""
@@ -44,6 +47,8 @@ class RaceSettings:
             out.append(f"budget_gpu_hours={self.budget_gpu_hours} must be > 0 or null (no budget)")
         if self.confirm_seeds < 0:
             out.append(f"confirm_seeds={self.confirm_seeds} must be >= 0")
+        if self.futility_effect is not None and self.futility_effect < 0:
+            out.append(f"futility_effect={self.futility_effect} must be >= 0 points, or null / 0 (off)")
         if self.max_failures < 1:
             out.append(f"max_failures={self.max_failures} must be >= 1")
         return out
