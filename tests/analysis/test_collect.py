@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from opsd_sweep.analysis import stats
 from opsd_sweep.analysis.collect import collect, read_external
 from opsd_sweep.evaluate.metrics import pass_at_k
-from tests.analysis.rundirs import draw_correct, write_run
+from tests.analysis.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.linspace(-2.5, 2.5, 10)
 
@@ -110,6 +111,16 @@ def test_simulated_runs_are_labelled_and_kept_apart(tmp_path):
     runs = collect([str(tmp_path)]).runs
     labels = runs.groupby("simulated")["label"].agg(set)
     assert labels[True] == {"lr=1e-05 [simulated]"} and labels[False] == {"lr=1e-05"}
+
+
+def test_untrained_runs_are_the_base_model_whatever_their_training_knobs(tmp_path):
+    untrained = dataclasses.replace(base_run().train, max_steps=0)
+    for lr in (1e-5, 2e-5):  # evaluations of the base model under two (irrelevant) learning rates
+        _complete(tmp_path / "g", lr, 1, train=untrained)
+        _complete(tmp_path / "g", lr, 2)
+    runs = collect([str(tmp_path)]).runs
+    assert sorted(runs["label"].unique()) == ["base model", "lr=1e-05 max_steps=100", "lr=2e-05 max_steps=100"]
+    assert (runs.loc[runs["label"] == "base model", "cfg.train.max_steps"] == 0).all()
 
 
 def test_globs_and_overlapping_roots_read_each_run_once(tmp_path):

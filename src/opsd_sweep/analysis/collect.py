@@ -27,6 +27,10 @@ from opsd_sweep.runs import RunDir
 RUN_DIR_NAME = re.compile(r"-[0-9a-f]{8}$")  # <slug>-<key8>: names a run dir even when it is empty
 TAIL_FRACTION = 0.10  # "final" training diagnostics = mean over the last 10% of steps
 SHORT_NAMES = {"learning_rate": "lr"}
+# Knobs that only shape training: an untrained run (train.max_steps=0, the base model) ignores them.
+TRAINING_KNOBS = ("cfg.learning_rate", "cfg.clip", "cfg.loss_top_k", "cfg.train.", "cfg.loss.", "cfg.rollout.",
+                  "cfg.data.")
+BASE_MODEL_LABEL = "base model"
 SAMPLE_COLUMNS = ["run_id", "problem", "problem_index", "sample", "correct", "formatted", "tokens",
                   "finish_reason"]
 
@@ -269,14 +273,18 @@ def short_names(columns: list[str]) -> dict[str, str]:
 
 
 def label_runs(runs: pd.DataFrame, axes: list[str]) -> pd.Series:
-    """A short human label per run from its varying columns, e.g. 'lr=5e-06 clip=0.05 [simulated]'."""
+    """A short human label per run from its varying columns, e.g. 'lr=5e-06 clip=0.05 [simulated]'; an
+    untrained run (train.max_steps=0) is 'base model' whatever its training knobs say."""
     names = short_names(axes)
     labels = []
     for _, row in runs.iterrows():
         if row.get("external"):
             labels.append(row["label"])
             continue
-        parts = [f"{names[c]}={_format_value(row[c])}" for c in axes]
+        untrained = row.get("cfg.train.max_steps") == 0
+        parts = [BASE_MODEL_LABEL] if untrained else []
+        parts += [f"{names[c]}={_format_value(row[c])}" for c in axes
+                  if not (untrained and c.startswith(TRAINING_KNOBS))]
         label = " ".join(parts) or "all runs"
         labels.append(f"{label} [simulated]" if row.get("simulated") else label)
     return pd.Series(labels, index=runs.index, dtype=object)
