@@ -16,26 +16,29 @@ from opsd_sweep.runs import (RunClaimedError, RunDir, _process_start, claim_run,
 from tests.orchestration.conftest import wait_until
 
 
-def _contend(path: str, start, results) -> None:
+def _contend(path: str, start, results, finish) -> None:
     start.wait()
     try:
         claim_run(RunDir(Path(path)))
         results.put(("won", os.getpid()))
     except RunClaimedError as err:
         results.put(("lost", str(err)))
+    finish.wait(60)  # stay alive until every contender has tried: a dead winner's claim is stale
 
 
 def race(run_dir: RunDir, n: int = 8) -> list[str]:
-    """n processes claim the same run at the same moment; each exits without releasing."""
+    """n live processes claim the same run at the same moment; each exits without releasing."""
     ctx = multiprocessing.get_context("fork")
-    start, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_contend, args=(str(run_dir.path), start, results)) for _ in range(n)]
+    start, finish, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_contend, args=(str(run_dir.path), start, results, finish)) for _ in range(n)]
     for p in procs:
         p.start()
     start.set()
+    outcomes = sorted(results.get(timeout=60)[0] for _ in procs)
+    finish.set()
     for p in procs:
         p.join(60)
-    return sorted(results.get(timeout=5)[0] for _ in procs)
+    return outcomes
 
 
 def dead_owner() -> dict:
