@@ -248,8 +248,8 @@ def optimizer_step(peft_model, optimizer, timer):
         optimizer.zero_grad(set_to_none=True)
 
 
-def step_flops(s: Shapes) -> float:
-    """Useful FLOPs of one micro-batch: teacher forward + student forward + student backward to the
+def step_flops(s: Shapes, batch: int) -> float:
+    """Useful FLOPs of one micro-batch of `batch` examples: teacher forward + student forward + student backward to the
     activations (~ one forward; LoRA weight gradients are negligible). LM head at completion
     positions only; causal attention counted as half the square."""
     proj = s.hidden * (s.heads * s.head_dim) * 2 + s.hidden * (s.kv_heads * s.head_dim) * 2 + 3 * s.hidden * s.intermediate
@@ -258,22 +258,30 @@ def step_flops(s: Shapes) -> float:
     attention = lambda n: s.layers * 2 * n * n * s.heads * s.head_dim  # noqa: E731  (QK^T + AV, causal half)
     head = 2 * s.hidden * s.vocab * s.completion
     lt, ls = s.teacher_prompt + s.completion, s.student_prompt + s.completion
-    teacher = s.batch * (2 * s.layers * proj * lt + attention(lt) + head)
-    student = s.batch * (2 * s.layers * (proj + lora) * ls + attention(ls) + head)
+    teacher = batch * (2 * s.layers * proj * lt + attention(lt) + head)
+    student = batch * (2 * s.layers * (proj + lora) * ls + attention(ls) + head)
     return teacher + 2 * student
 
 
-def bench_compute(s: Shapes, peft_model, device) -> dict:
-    student, teacher = random_batches(s, device, s.batch)
+def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int]) -> dict:
+    """The naive step and ours at the recipe's micro-batch, plus ours (no checkpointing) at every other
+    micro-batch in `micro_batches` (same prompts per optimizer step with less grad-accum); compared by tokens/s."""
     optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=1e-6)
     ours = DistillationModel(peft_model, LossSpec(chunk_size=s.chunk_size, **LOSS))
     peft_model.train()
-    tokens = s.batch * (s.student_prompt + s.teacher_prompt + 2 * s.completion)
-    flops, results = step_flops(s), {"tokens_per_step": tokens, "useful_tflop_per_step": step_flops(s) / 1e12}
-    variants = {"naive (ckpt, full logits, bf16 loss)": (True, lambda t: naive_step(peft_model, student, teacher, optimizer, t)),
-                "ours + ckpt": (True, lambda t: ours_step(ours, student, teacher, optimizer, t)),
-                "ours (no ckpt)": (False, lambda t: ours_step(ours, student, teacher, optimizer, t))}
-    for name, (checkpointing, step) in variants.items():
+    results = {}
+    batches = {b: random_batches(s, device, b) for b in sorted({s.batch, *micro_batches})}
+
+    def variant(batch: int, checkpointing: bool, step_fn):
+        return batch, checkpointing, lambda t: step_fn(*batches[batch], t)
+
+    variants = {"naive (ckpt, full logits, bf16 loss)":
+                variant(s.batch, True, lambda st, te, t: naive_step(peft_model, st, te, optimizer, t)),
+                "ours + ckpt": variant(s.batch, True, lambda st, te, t: ours_step(ours, st, te, optimizer, t))}
+    for b in sorted({s.batch, *micro_batches}):
+        name = "ours (no ckpt)" if b == s.batch else f"ours (no ckpt, micro-batch {b})"
+        variants[name] = variant(b, False, lambda st, te, t: ours_step(ours, st, te, optimizer, t))
+    for name, (batch, checkpointing, step) in variants.items():
         set_checkpointing(peft_model, checkpointing)
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -284,8 +292,10 @@ def bench_compute(s: Shapes, peft_model, device) -> dict:
             step(timers[-1])
 
         figures = measure(timed, device)
+        tokens, flops = batch * (s.student_prompt + s.teacher_prompt + 2 * s.completion), step_flops(s, batch)
         phases = {p: statistics.median(t.seconds[p] for t in timers[1:]) for p in timers[-1].seconds}
-        results[name] = figures | {"phases": phases, "tokens_per_s": tokens / figures["seconds"],
+        results[name] = figures | {"micro_batch": batch, "tokens_per_step": tokens, "phases": phases,
+                                   "tokens_per_s": tokens / figures["seconds"],
                                    "mfu": flops / figures["seconds"] / H200_BF16_PEAK}
         print(f"  {name}: {figures['seconds']:.3f} s, {tokens / figures['seconds']:.0f} tok/s, "
               f"phases {({k: round(v, 3) for k, v in phases.items()})}", flush=True)
@@ -404,6 +414,8 @@ def main(argv=None) -> None:
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (CPU smoke run)")
     parser.add_argument("--parts", default="loss,compute,rollout,step")
     parser.add_argument("--step-gpus", default="1,2", help="GPU counts for the full-step runs")
+    parser.add_argument("--micro-batches", default="",
+                        help="compute part: also time ours (no checkpointing) at these micro-batches, e.g. 8")
     parser.add_argument("--out", type=Path, required=True, help="results: bench_train.json and trainer logs")
     parser.add_argument("--work", type=Path, help="model, data and run dirs (default: a new temp dir)")
     args = parser.parse_args(argv)
@@ -441,7 +453,8 @@ def main(argv=None) -> None:
         write_world(shapes, model, world)
     if {"compute", "rollout"} & set(parts):
         peft_model = add_lora(model, shapes.lora_r)
-        part("compute", lambda: bench_compute(shapes, peft_model, device))
+        micro_batches = [int(b) for b in args.micro_batches.split(",") if b]
+        part("compute", lambda: bench_compute(shapes, peft_model, device, micro_batches))
         part("rollout", lambda: bench_rollout(shapes, peft_model, device))
         del peft_model
     del model
@@ -465,10 +478,10 @@ def summary(report: dict) -> dict:
                                                     / loss["naive_head_plus_loss"]["extra_peak_gb"])
     compute = report.get("compute", {})
     naive = compute.get("naive (ckpt, full logits, bf16 loss)")
-    if naive and "seconds" in naive:
-        for name in ("ours + ckpt", "ours (no ckpt)"):
-            if "seconds" in compute.get(name, {}):
-                out[f"compute_speedup[{name}]"] = naive["seconds"] / compute[name]["seconds"]
+    if naive and "tokens_per_s" in naive:
+        for name, figures in compute.items():
+            if name.startswith("ours") and "tokens_per_s" in figures:
+                out[f"compute_speedup[{name}]"] = figures["tokens_per_s"] / naive["tokens_per_s"]
     rollout = report.get("rollout", {})
     if len([v for v in rollout.values() if "tokens_per_s" in v]) == 2:
         eager, static = (v["tokens_per_s"] for v in rollout.values())
