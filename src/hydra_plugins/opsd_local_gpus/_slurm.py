@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import subprocess
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,21 @@ if TYPE_CHECKING:
     from .slurm_launcher import OpsdSlurmLauncher
 
 log = logging.getLogger(__name__)
+
+# squeue states of a job that is still the controller's to run (it may start again, e.g. after a requeue).
+QUEUED_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+                 "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT")
+
+
+def still_queued(job_id: str) -> bool:
+    """Whether squeue still lists the job as live. Right after a requeue, sacct (which submitit reads)
+    can report the ended incarnation as FAILED while the job waits in the queue to run again."""
+    try:
+        proc = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False  # cannot ask: trust sacct
+    return proc.returncode == 0 and any(state in QUEUED_STATES for state in proc.stdout.split())
 
 
 def launch_slurm(launcher: OpsdSlurmLauncher, job_overrides: Sequence[Sequence[str]],
@@ -115,7 +131,7 @@ class _Follower:
             # every 10 minutes), so a killed job would be noticed late.
             type(next(iter(self.submitted.values()))[1]).watcher.update()
         for num, (job, slurm_job) in list(self.submitted.items()):
-            done = slurm_job.done()
+            done = slurm_job.done() and not still_queued(slurm_job.job_id)
             if num not in self.started_at and (done or slurm_job.state == "RUNNING"):
                 self.started_at[num] = time.monotonic()
                 self.progress.started(job, f"SLURM job {slurm_job.job_id}")
