@@ -16,8 +16,9 @@ min(max_seeds, min_seeds + r * seeds_per_round) finished runs; then it assesses 
   (decided), when every live config's CI half-width is <= target_half_width (precise), at max_seeds,
   or before a round that would exceed the GPU-hour budget;
 - then the winner runs confirm_seeds fresh seeds (winner's curse): they enter the final verdict (Holm
-  across the configs live at the stop, on all their runs: at alpha after a decided race, at stop_alpha
-  after an undecided one), and their mean alone is reported as the winner's unbiased score.
+  across the configs live at the stop and the futile ones, on all their runs: at alpha after a decided
+  race, at stop_alpha after an undecided one), and their mean alone is reported as the winner's
+  unbiased score.
 Failed runs are replaced by fresh seeds; a config with max_failures failed runs leaves the race.
 """
 
