@@ -85,7 +85,8 @@ def test_killed_jobs_are_recorded_failed_a_requeue_resumes_and_a_rerun_completes
     assert sweep.wait(600) == 1
     output = (tmp_path / "sweep.log").read_text()
 
-    assert "2 job(s) of the sweep failed" in output
+    assert "2 job(s) of the sweep failed" in output, output + "\n" + "\n".join(
+        f"seed {seed}: {status(run)}" for seed, run in sorted(runs().items()))
     for run_dir, record in ((runs()[1], cancelled), (runs()[2], killed)):
         s = status(run_dir)
         assert s["state"] == "failed", s
