@@ -9,6 +9,7 @@ conf/summary.yaml; every key is a flag here.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     races = [race for race in (read_race(p, simulated) for p in find_race_logs(settings.roots)) if race is not None]
     race_plots = write_race_plots(races, out) if settings.plots else [None] * len(races)
     write_markdown(out / "summary.md", analysis, collection, settings, display, plots, list(zip(races, race_plots)))
-    print_table(analysis, settings, display, Console(width=200))
+    # a terminal gets a table fitted to its width; a log file or pipe a wide one (rich would assume 80)
+    print_table(analysis, settings, display, Console(width=None if sys.stdout.isatty() else 200))
     for race in races:
         print(outcome_line(race))
     plots += [p for p in race_plots if p is not None]

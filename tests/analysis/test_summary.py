@@ -156,3 +156,17 @@ def test_baseline_selector_forms(selector):
     assert select_baseline(table, selector) == "lr=5e-06 clip=0.1"
     with pytest.raises(ValueError, match="matches 2 configs"):
         select_baseline(table, "lr=5e-06")
+
+
+def test_a_narrow_terminal_gets_the_columns_the_verdict_rests_on():
+    from opsd_sweep.analysis.report import printed_columns
+
+    full = ["config", "n", "mean", "95% CI", "SD", "Δ vs baseline [CI]", "p Holm (base)", "Δ vs anchor [CI]",
+            "p Holm (anchor)", "verdict", "MDE", "seeds needed", "flags"]
+    assert printed_columns(full, 200) == list(range(len(full)))
+    assert [full[i] for i in printed_columns(full, 100)] == ["config", "n", "mean", "95% CI", "Δ vs baseline [CI]",
+                                                            "p Holm (base)", "verdict"]
+    no_baseline = [c for c in full if "base" not in c or "anchor" in c]
+    assert [no_baseline[i] for i in printed_columns(no_baseline, 100)] == ["config", "n", "mean", "95% CI",
+                                                                          "Δ vs anchor [CI]", "p Holm (anchor)",
+                                                                          "verdict"]

@@ -308,18 +308,36 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
     path.write_text("\n".join(lines) + "\n")
 
 
+# Below this console width the printed table keeps only the verdict's own columns (summary.md and
+# summary.csv always hold all of them): thirteen columns in 100 characters are unreadable.
+FULL_TABLE_WIDTH = 160
+
+
+def printed_columns(header: list[str], width: int) -> list[int]:
+    """Indices of the columns to print: all on a wide console; on a narrow one the config, its mean and
+    CI, the comparison the verdict rests on (in-sweep baseline if any, else the anchor) and the verdict."""
+    if width >= FULL_TABLE_WIDTH:
+        return list(range(len(header)))
+    reference = "base" if "p Holm (base)" in header else "anchor"
+    return [i for i, name in enumerate(header)
+            if i < 4 or name == "verdict" or (name.startswith(("Δ vs", "p Holm")) and reference in name)]
+
+
 def print_table(analysis: Analysis, s: SummarySettings, display: str, console: Console | None = None) -> None:
     header, rows = verdict_rows(analysis, s.level)
+    console = console or Console()
+    keep = printed_columns(header, console.width)
     title = f"{display} per config ({len(analysis.usable)} runs)"
     if analysis.usable["simulated"].any():
         title += " — includes SIMULATED runs"
+    if len(keep) < len(header):
+        title += f" — {len(header) - len(keep)} more columns in summary.md"
     table = Table(title=escape(title))
-    for column in header:
-        table.add_column(column, overflow="fold")
+    for i in keep:
+        table.add_column(header[i], overflow="fold")
     colors = {"better": "green", "worse": "red", "baseline": "blue"}
-    for cells, (_, row) in zip(rows, analysis.table.iterrows()):
-        table.add_row(*map(escape, cells), style=colors.get(row.get("verdict"), None))  # labels hold [simulated]
-    console = console or Console()
+    for cells, (_, row) in zip(rows, analysis.table.iterrows()):  # labels hold [simulated]: escape them
+        table.add_row(*(escape(cells[i]) for i in keep), style=colors.get(row.get("verdict"), None))
     console.print(table)
     for line in verdict_statements(analysis, s) + power_statements(analysis, s, display)[:1]:
         console.print(escape(f"- {line}".replace("**", "")))
