@@ -10,6 +10,8 @@ import re
 import shutil
 import signal
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +43,27 @@ SLURM = ["-m", "hydra/launcher=slurm_ci", *TINY]
 
 def job_state(job_id: str) -> str:
     return slurm_job_state(job_id) or "UNKNOWN"
+
+
+def completing_jobs() -> list[str]:
+    return subprocess.run(["squeue", "-h", "-t", "COMPLETING", "-o", "%i"], capture_output=True,
+                          text=True).stdout.split()
+
+
+def job_processes_alive(job_id: str) -> bool:
+    """Whether any process of the job still runs on this (the only) node: its step daemons (named by the
+    raw job id) or anything started under it (SLURM_JOB_ID in its environment), e.g. an old srun."""
+    raw = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%A"], capture_output=True, text=True).stdout.strip()
+    if not raw:
+        return False
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline, environ = (proc / "cmdline").read_bytes(), (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if cmdline.startswith(f"slurmstepd: [{raw}.".encode()) or f"SLURM_JOB_ID={raw}\0".encode() in environ:
+            return True
+    return False
 
 
 def test_a_slurm_sweep_completes_and_a_rerun_submits_nothing(tmp_path, tiny_cache):
@@ -80,7 +103,12 @@ def test_killed_jobs_are_recorded_failed_a_requeue_resumes_and_a_rerun_completes
     preempted = status(runs()[3])["job_id"]
     subprocess.run(["scancel", "--signal=USR2", preempted], check=True)
     wait_until(lambda: job_state(preempted) == "PENDING", 120, "the requeue", interval=0.5)
-    # A requeued job waits ~2 minutes before it may start again; let it start now.
+    # A requeued job waits ~2 minutes before it may start again; let it start now, but only once the
+    # ended incarnation is gone and cleaned up: started at once, the new incarnation (same job id) was
+    # cancelled at launch now and then under load (sacct: FAILED 1:0, batch CANCELLED, no step).
+    wait_until(lambda: not job_processes_alive(preempted) and not completing_jobs(), 120,
+               "the ended incarnation to exit and be cleaned up", interval=0.5)
+    time.sleep(3)  # slurmd's own clean-up of the job id follows the last process by a moment
     subprocess.run(["scontrol", "update", f"JobId={preempted}", "StartTime=now"], check=True)
     assert sweep.wait(600) == 1
     output = (tmp_path / "sweep.log").read_text()
