@@ -329,4 +329,4 @@ def release_run(claim: Claim) -> None:
         if read_json(claim.path).get("nonce") == claim.owner["nonce"]:
             claim.path.unlink(missing_ok=True)
     except FileNotFoundError:
-        pass
+        pass  # a takeover already cleaned it up: nothing of ours is left to drop

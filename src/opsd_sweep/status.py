@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
                 time.sleep(args.interval)
                 live.update(snapshot(), refresh=True)
         except KeyboardInterrupt:
-            pass
+            pass  # Ctrl-C is how a watch ends: leave the last snapshot on screen, no traceback
 
 
 if __name__ == "__main__":
