@@ -122,6 +122,7 @@ class BaselineConfig:
     mean: float = MISSING
     sd: float = MISSING
     n: int = MISSING
+    note: str = MISSING  # where it comes from and how far to trust it (printed with the anchor)
 
 
 @dataclass

@@ -108,12 +108,15 @@ def test_external_results_enter_the_comparison(sweep, tmp_path):
 
 
 def test_auto_anchor_is_the_one_the_runs_were_configured_with(tmp_path):
-    tiny_anchor = BaselineConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10)
+    tiny_anchor = BaselineConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10,
+                                 note="Measured here, on 10 seeds.")
     write_sweep(tmp_path / "tiny", effects={5e-6: 0.0}, seeds=(1, 2), baseline=tiny_anchor)
     main([str(tmp_path / "tiny"), "--out", str(tmp_path / "out"), "--no-plots", "--bootstrap-reps", "0"])
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert summary["delta_anchor"].iloc[0] == pytest.approx(summary["mean"].iloc[0] - 38.5)
-    assert "tiny base model" in (tmp_path / "out" / "summary.md").read_text()
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert "Anchor: tiny base model, avg_at_n = 38.50 (SD 2.90 over 10 runs). Measured here, on 10 seeds." in report
+    assert "1.48" not in report  # the paper anchor's own caveat belongs to the paper anchor
 
     write_sweep(tmp_path / "tiny", effects={1e-5: 0.0}, seeds=(1, 2))  # configured with the paper's anchor
     with pytest.raises(SystemExit, match=r"configured with 2 different anchors .*--anchor NAME"):

@@ -153,10 +153,9 @@ def anchor_statement(analysis: Analysis) -> list[str]:
     a = analysis.anchor
     if a is None:
         return []
-    text = (f"Anchor: {a.label}, {a.metric} = {a.mean:.2f} (SD {a.sd:.2f} over {a.n} runs), published. It was "
-            "measured on another cluster, framework and eval stack; such shifts move AIME scores by points, and if "
-            "our true baseline sits 1 point above it, false 'better' verdicts against it rise from ~2% to 3-7% at "
-            "10 seeds. Its SD of 1.48 over 5 runs is low for such a model: treat it with care.")
+    text = f"Anchor: {a.label}, {a.metric} = {a.mean:.2f} (SD {a.sd:.2f} over {a.n} runs)."
+    if a.note:
+        text += f" {a.note.strip()}"
     if analysis.baseline is None:
         text += (" The verdicts below are against this anchor because the sweep has no in-sweep baseline: add the "
                  "unchanged recipe to the sweep and select it with --baseline.")

@@ -40,6 +40,7 @@ class Anchor:
     mean: float
     sd: float
     n: int
+    note: str = ""  # where it comes from and how far to trust it
 
 
 def load_settings(overrides: dict) -> SummarySettings:
@@ -92,4 +93,4 @@ def load_anchor(name: Optional[str], configured: list[dict] = ()) -> Optional[An
 
 def _anchor_from(data: dict) -> Anchor:
     return Anchor(label=str(data["label"]), metric=str(data["metric"]), mean=float(data["mean"]),
-                  sd=float(data["sd"]), n=int(data["n"]))
+                  sd=float(data["sd"]), n=int(data["n"]), note=str(data.get("note") or ""))
