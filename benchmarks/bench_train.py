@@ -39,7 +39,8 @@ from opsd_sweep.config import RolloutConfig  # noqa: E402
 from opsd_sweep.train.collate import collate  # noqa: E402
 from opsd_sweep.train.distill import DistillationModel  # noqa: E402
 from opsd_sweep.train.loss import LossSpec, opsd_loss, opsd_loss_from_hidden  # noqa: E402
-from opsd_sweep.train.rollout import HFRollout  # noqa: E402
+from opsd_sweep.train.rollout import HFRollout, Rollouts, left_pad, trim_completion  # noqa: E402
+from opsd_sweep.train.trainer import compile_decoder_layers  # noqa: E402
 from opsd_sweep.train.timing import PhaseTimer  # noqa: E402
 
 H200_BF16_PEAK = 989e12  # dense bf16 FLOP/s, datasheet (about 790 measured on this machine's matmuls)
@@ -212,6 +213,10 @@ def random_batches(s: Shapes, device, batch: int):
     return student, teacher
 
 
+def is_compiled(peft_model) -> bool:
+    return peft_model.get_base_model().get_decoder().layers[0]._compiled_call_impl is not None
+
+
 def set_checkpointing(peft_model, on: bool) -> None:
     if on:
         peft_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -263,9 +268,10 @@ def step_flops(s: Shapes, batch: int) -> float:
     return teacher + 2 * student
 
 
-def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int]) -> dict:
+def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int], compiled: bool) -> dict:
     """The naive step and ours at the recipe's micro-batch, plus ours (no checkpointing) at every other
-    micro-batch in `micro_batches` (same prompts per optimizer step with less grad-accum); compared by tokens/s."""
+    micro-batch in `micro_batches` (same prompts per optimizer step with less grad-accum); compared by tokens/s.
+    With `compiled`, the same again with every decoder layer compiled (train.compile=true)."""
     optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=1e-6)
     ours = DistillationModel(peft_model, LossSpec(chunk_size=s.chunk_size, **LOSS))
     peft_model.train()
@@ -278,10 +284,17 @@ def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int]) -> di
     variants = {"naive (ckpt, full logits, bf16 loss)":
                 variant(s.batch, True, lambda st, te, t: naive_step(peft_model, st, te, optimizer, t)),
                 "ours + ckpt": variant(s.batch, True, lambda st, te, t: ours_step(ours, st, te, optimizer, t))}
-    for b in sorted({s.batch, *micro_batches}):
+    sizes = sorted({s.batch, *micro_batches})
+    for b in sizes:
         name = "ours (no ckpt)" if b == s.batch else f"ours (no ckpt, micro-batch {b})"
         variants[name] = variant(b, False, lambda st, te, t: ours_step(ours, st, te, optimizer, t))
+    if compiled:  # last: compiling changes the model for every later variant
+        for b in sizes:
+            variants[f"ours (no ckpt, compiled layers, micro-batch {b})"] = variant(
+                b, False, lambda st, te, t: ours_step(ours, st, te, optimizer, t))
     for name, (batch, checkpointing, step) in variants.items():
+        if "compiled" in name and not is_compiled(peft_model):
+            compile_decoder_layers(peft_model)
         set_checkpointing(peft_model, checkpointing)
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -306,28 +319,53 @@ def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int]) -> di
 # --- 3. rollouts ---------------------------------------------------------------------------------
 
 def bench_rollout(s: Shapes, peft_model, device) -> dict:
+    """Eager generate on the PEFT student (the naive way), the static cache on the PEFT student, and
+    ours: HFRollout (static cache on a merged, LoRA-free copy of the student). Same prompts and lengths."""
     rng = random.Random(1)
     prompts = [[rng.randrange(3, s.vocab) for _ in range(s.student_prompt)] for _ in range(s.rollout_batch)]
     cfg = RolloutConfig(backend="hf", temperature=1.1, top_p=0.95, top_k=20, max_new_tokens=s.rollout_tokens,
                         gpu_memory_utilization=0.5, vllm_sleep=False)
     eos = list(peft_model.generation_config.eos_token_id)
+    on_gpu = device.type == "cuda"
+    ours = HFRollout(cfg, peft_model, 0, eos, static_cache=on_gpu)
+    ours.update(0)
+    variants = {"eager generate on the PEFT student (dynamic cache)": lambda seed: peft_generate(
+                    peft_model, prompts, cfg, eos, seed, static=False),
+                "static cache on the PEFT student": lambda seed: peft_generate(
+                    peft_model, prompts, cfg, eos, seed, static=on_gpu),
+                "ours: static cache on the merged copy": lambda seed: ours.generate(prompts, seed)}
     results = {}
-    for name, static in (("eager (dynamic cache)", False), ("ours (static cache, compiled decode)", True)):
-        backend = HFRollout(cfg, peft_model, 0, eos, static_cache=static and device.type == "cuda")
+    peft_model.eval()
+    for name, generate in variants.items():
         started = time.perf_counter()
-        backend.generate(prompts, seed=0)  # warm-up; the static cache compiles here
+        generate(0)  # warm-up; the static cache compiles here
         sync(device)
         first = time.perf_counter() - started
         started = time.perf_counter()
-        out = backend.generate(prompts, seed=1)
+        new_tokens = generate(1).n_tokens
         sync(device)
         seconds = time.perf_counter() - started
-        new_tokens = out.n_tokens
         results[name] = {"first_call_s": first, "seconds": seconds, "new_tokens": new_tokens,
                          "tokens_per_s": new_tokens / seconds, "ms_per_decode_step": 1e3 * seconds / s.rollout_tokens}
         print(f"  {name}: {new_tokens / seconds:.0f} tok/s ({1e3 * seconds / s.rollout_tokens:.1f} ms/step), "
               f"first call {first:.1f} s", flush=True)
+    peft_model.train()
+    del ours
     return results
+
+
+def peft_generate(peft_model, prompts, cfg: RolloutConfig, eos: list[int], seed: int, static: bool) -> Rollouts:
+    """transformers generate on the PEFT model itself (LoRA applied on the fly): the baselines."""
+    width = max(len(p) for p in prompts)
+    ids, mask = left_pad(prompts, 0, width, peft_model.device)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = peft_model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=cfg.temperature,
+                                  top_p=cfg.top_p, top_k=cfg.top_k, max_new_tokens=cfg.max_new_tokens,
+                                  pad_token_id=0, eos_token_id=eos, use_cache=True,
+                                  cache_implementation="static" if static else None)
+    rows = [trim_completion(row, set(eos)) for row in out[:, width:].tolist()]
+    return Rollouts([c for c, _ in rows], [cap for _, cap in rows])
 
 
 # --- 4. full trainer steps -----------------------------------------------------------------------
@@ -364,7 +402,8 @@ def text_of_length(tokenizer, words, rng, n_tokens: int) -> str:
     return " ".join(pool[:low])
 
 
-def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: bool) -> dict:
+def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: bool,
+                extra: list[str]) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -380,6 +419,7 @@ def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: 
                  f"rollout.max_new_tokens={s.completion}", f"loss.chunk_size={s.chunk_size}"]
     if tiny:
         overrides += ["model.dtype=float32", "rollout.top_k=0"]
+    overrides += extra
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         # the basic launcher: the sweep launchers' plugins (submitit) are not needed to make one run config
         run = load_run_config(compose(config_name="config", overrides=["hydra/launcher=basic", *overrides]))
@@ -416,6 +456,8 @@ def main(argv=None) -> None:
     parser.add_argument("--step-gpus", default="1,2", help="GPU counts for the full-step runs")
     parser.add_argument("--micro-batches", default="",
                         help="compute part: also time ours (no checkpointing) at these micro-batches, e.g. 8")
+    parser.add_argument("--compile", action="store_true", help="compute part: also time ours with compiled layers")
+    parser.add_argument("--step-overrides", default="", help="extra trainer overrides for the step part, e.g. train.compile=true")
     parser.add_argument("--out", type=Path, required=True, help="results: bench_train.json and trainer logs")
     parser.add_argument("--work", type=Path, help="model, data and run dirs (default: a new temp dir)")
     args = parser.parse_args(argv)
@@ -454,13 +496,14 @@ def main(argv=None) -> None:
     if {"compute", "rollout"} & set(parts):
         peft_model = add_lora(model, shapes.lora_r)
         micro_batches = [int(b) for b in args.micro_batches.split(",") if b]
-        part("compute", lambda: bench_compute(shapes, peft_model, device, micro_batches))
-        part("rollout", lambda: bench_rollout(shapes, peft_model, device))
+        part("rollout", lambda: bench_rollout(shapes, peft_model, device))  # before compute compiles the layers
+        part("compute", lambda: bench_compute(shapes, peft_model, device, micro_batches, args.compile))
         del peft_model
     del model
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    part("step", lambda: {f"{g}gpu": run_trainer(shapes, world, work, args.out, int(g), args.tiny)
+    part("step", lambda: {f"{g}gpu": run_trainer(shapes, world, work, args.out, int(g), args.tiny,
+                                                      [o for o in args.step_overrides.split(",") if o])
                           for g in args.step_gpus.split(",")})
     print(json.dumps(summary(report), indent=2))
 
@@ -483,9 +526,11 @@ def summary(report: dict) -> dict:
             if name.startswith("ours") and "tokens_per_s" in figures:
                 out[f"compute_speedup[{name}]"] = figures["tokens_per_s"] / naive["tokens_per_s"]
     rollout = report.get("rollout", {})
-    if len([v for v in rollout.values() if "tokens_per_s" in v]) == 2:
-        eager, static = (v["tokens_per_s"] for v in rollout.values())
-        out["rollout_speedup"] = static / eager
+    rates = {name: v["tokens_per_s"] for name, v in rollout.items() if "tokens_per_s" in v}
+    if len(rates) == 3:
+        eager, peft_static, ours = rates.values()
+        out["rollout_speedup"] = ours / eager
+        out["rollout_speedup[static cache on the PEFT student]"] = peft_static / eager
     return out
 
 

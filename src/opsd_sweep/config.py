@@ -59,6 +59,7 @@ class TrainConfig:
     weight_decay: float = MISSING
     max_grad_norm: float = MISSING
     gradient_checkpointing: bool = MISSING
+    compile: bool = MISSING  # torch.compile each decoder layer (GPU: fuses the element-wise work)
     lora: LoraConfig = field(default_factory=LoraConfig)
     student_thinking: bool = MISSING
     teacher_thinking: bool = MISSING
@@ -207,6 +208,7 @@ NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers"),
                           "rollout": ("gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
+                          "train": ("compile",),
                           "tiny": ("dir",)}
 
 CHOICES = {

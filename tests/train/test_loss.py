@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from opsd_sweep.train.loss import LossSpec, opsd_loss, opsd_loss_from_hidden
+from opsd_sweep.train.loss import LossSpec, _windows, opsd_loss, opsd_loss_from_hidden
 
 B, T, V, H = 3, 6, 40, 16
 
@@ -96,6 +96,26 @@ def test_hidden_state_path_equals_reference_through_the_head(beta, clip_mode, to
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     assert diag == pytest.approx(ref_diag, rel=1e-5, abs=1e-6)
+
+
+def test_windows_own_every_valid_row_once_in_fixed_size_slices():
+    valid = torch.tensor([1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1], dtype=torch.bool)
+    windows = _windows(valid, 4)
+    owned = [row for _, first, n in windows for row in range(first, first + n)]
+    assert owned == valid.nonzero().flatten().tolist()
+    for start, first, n in windows:  # one compiled shape, inside the rows, holding what it owns
+        assert 0 <= start <= first and first + n <= start + 4 <= valid.numel()
+    assert _windows(valid, 100) == [(0, 0, 5), (0, 7, 3), (0, 11, 1)]  # fewer rows than a chunk
+    assert _windows(torch.zeros(5, dtype=torch.bool), 4) == []
+
+
+def test_a_scaled_loss_scales_the_gradient():
+    """The trainer backpropagates loss / grad_accum: the rescaling path of backward."""
+    student, teacher, mask = make_inputs()
+    kwargs = dict(beta=0.0, temperature=1.1, clip=0.01, clip_mode="elementwise", top_k=None)
+    (want,) = torch.autograd.grad(reference(student, teacher, mask, **kwargs)[0] * 0.25, student)
+    (got,) = torch.autograd.grad(opsd_loss(student, teacher, mask, chunk_size=4, **kwargs)[0] * 0.25, student)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
 
 
 def test_frozen_head_gets_no_gradient_and_bf16_gradients_keep_their_dtype():

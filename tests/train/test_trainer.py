@@ -162,3 +162,40 @@ def test_two_processes_train_with_ddp_and_checkpoint_every_rank(world, tmp_path)
         files = {p.name for p in run_dir.checkpoint(step).iterdir()}
         assert {"adapter_model.safetensors", "state.pt", "rank0.pt", "rank1.pt", "trainer_state.json"} <= files
     assert json.loads((run_dir.checkpoint(2) / "trainer_state.json").read_text()) == {"step": 2, "world_size": 2}
+
+
+def test_compiled_decoder_layers_give_the_same_loss_and_gradients(world):
+    """train.compile=true changes kernels, not maths: same loss and LoRA gradients as eager."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from opsd_sweep.train.collate import collate
+    from opsd_sweep.train.distill import DistillationModel
+    from opsd_sweep.train.loss import LossSpec
+    from opsd_sweep.train.trainer import compile_decoder_layers
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(world / "model", dtype=torch.float32)
+    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
+                                                 init_lora_weights=False))
+    model = DistillationModel(peft_model, LossSpec(clip=0.05, chunk_size=8))
+    completions = [[11, 12, 13, 14], [15, 16, 17]]
+    student = collate([[5, 6, 7], [8, 9]], completions, 0)
+    teacher = collate([[5, 6, 7, 20, 21], [8, 9, 22]], completions, 0)
+
+    def loss_and_grads():
+        peft_model.zero_grad()
+        loss, _ = model(student, teacher)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in peft_model.parameters() if p.requires_grad]
+
+    from torch._dynamo.utils import counters
+
+    eager_loss, eager_grads = loss_and_grads()
+    compile_decoder_layers(peft_model)
+    graphs_before = counters["stats"]["unique_graphs"]
+    compiled_loss, compiled_grads = loss_and_grads()
+    assert counters["stats"]["unique_graphs"] > graphs_before  # the layers really ran compiled
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-5, atol=1e-6)
+    for got, want in zip(compiled_grads, eager_grads):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)

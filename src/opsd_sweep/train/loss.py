@@ -71,13 +71,15 @@ class LossSpec:
 
 # --- one chunk of tokens, fp32 -------------------------------------------------------------------
 
-def chunk_divergence(zs: torch.Tensor, zt: torch.Tensor, spec: LossSpec, need_grad: bool,
-                     grad_dtype: torch.dtype = torch.float32):
-    """Per-token statistics [n, 5] and d(sum of per-token losses)/d(student logits) [n, V] (or None).
+def chunk_divergence(zs: torch.Tensor, zt: torch.Tensor, row_weight: torch.Tensor, spec: LossSpec,
+                     need_grad: bool, grad_dtype: torch.dtype = torch.float32, grad_out: torch.Tensor | None = None):
+    """Per-token statistics [n, 5] and row_weight[i] * d(loss of token i)/d(student logits) [n, V] (or None).
 
     zs, zt: logits [n, V] in any float dtype (read, not modified); the maths is fp32 and the
-    gradient comes back in grad_dtype. Statistics columns: loss (clipped), raw (unclipped
-    divergence), forward KL, clipped vocab entries, clip touched (0/1).
+    gradient comes back in grad_dtype, or is written into grad_out [n, V] when given (on CUDA that
+    saves a copy of the largest tensor of the loss). row_weight [n]: 1 / (valid tokens) at valid
+    rows, 0 at padding, so a chunk may include rows it does not own. Statistics columns: loss
+    (clipped), raw (unclipped divergence), forward KL, clipped vocab entries, clip touched (0/1).
     """
     vocab = zs.shape[-1]
     zs = zs.to(torch.float32, copy=True).div_(spec.temperature)  # fresh fp32 workspace
@@ -106,16 +108,21 @@ def chunk_divergence(zs: torch.Tensor, zt: torch.Tensor, spec: LossSpec, need_gr
         return stats, None
     if keep is not None:
         r.mul_(keep)
-    grad = r.sub_(log_ps.exp_().mul_(r.sum(-1, keepdim=True))).div_(spec.temperature)
+    grad = r.sub_(log_ps.exp_().mul_(r.sum(-1, keepdim=True)))
+    grad.mul_((row_weight / spec.temperature)[:, None])
     if index is not None:
         grad = grad.new_zeros(grad.shape[0], vocab).scatter_(-1, index, grad)
+    if grad_out is not None:
+        grad_out.copy_(grad)
+        return stats, grad_out
     return stats, grad.to(grad_dtype)
 
 
 @functools.cache
 def _compiled_chunk_divergence(spec: LossSpec, need_grad: bool, grad_dtype: torch.dtype):
     """chunk_divergence compiled for one loss and one chunk shape: on CUDA its ~20 fp32 passes fuse
-    into a few kernels. Callers pad the last chunk so every call has that shape."""
+    into a few kernels (and the gradient is stored straight into its destination). Every call has
+    the shape [chunk_size, V] (see _windows)."""
     return torch.compile(functools.partial(chunk_divergence, spec=spec, need_grad=need_grad,
                                            grad_dtype=grad_dtype), dynamic=False)
 
@@ -148,60 +155,76 @@ def _divergence_terms(log_ps: torch.Tensor, log_pt: torch.Tensor, beta: float):
 
 # --- all tokens, chunked, differentiable ---------------------------------------------------------
 
-def _compiles(tensor: torch.Tensor) -> bool:
-    return tensor.is_cuda
+def _windows(valid: torch.Tensor, size: int) -> list[tuple[int, int, int]]:
+    """(window start, first owned row, owned rows) covering every valid row of valid [N] once.
+
+    Owned rows are consecutive valid rows, at most `size`, so every chunk is a plain slice (no
+    gather, no scatter). Every window has exactly min(size, N) rows, the shape the compiled
+    chunk function was built for: a short run's window reaches past it into rows another chunk
+    owns or padding; those rows are computed too, but their statistics are dropped and their
+    gradients (exact per row, zero at padding) are the values that belong there anyway.
+    """
+    total, size = valid.numel(), min(size, valid.numel())
+    flags = valid.to("cpu", torch.int8)
+    edges = torch.diff(flags, prepend=flags.new_zeros(1), append=flags.new_zeros(1)).nonzero().flatten().tolist()
+    out = []
+    for run_start, run_end in zip(edges[0::2], edges[1::2]):  # runs of valid rows: [start, end)
+        for first in range(run_start, run_end, size):
+            out.append((min(first, total - size), first, min(size, run_end - first)))
+    return out
 
 
 class _ChunkedDivergence(torch.autograd.Function):
-    """Sum over the selected rows of the per-token loss; the gradient is formed during forward.
+    """Mean over the valid rows of the per-token loss; the gradient is formed during forward.
 
     student, teacher: [N, D] rows (logits when weight is None, else hidden states projected by
-    weight [V, D]); rows: indices of the valid rows. Returns (total loss, per-token stats [n, 5]).
+    weight [V, D]); valid: [N] bool. Returns (mean loss, per-token stats [valid rows, 5]).
     """
 
     @staticmethod
-    def forward(ctx, student, teacher, weight, rows, spec):
+    def forward(ctx, student, teacher, weight, valid, spec):
         want_input = ctx.needs_input_grad[0]
         want_weight = weight is not None and ctx.needs_input_grad[2]
-        grad_input = torch.zeros_like(student) if want_input else None
-        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_weight else None
-        stats = [student.new_zeros((0, 5), dtype=torch.float32)]
         need_grad = want_input or want_weight
         grad_dtype = student.dtype if weight is None else weight.dtype
-        compiled = _compiles(student)
-        divergence = (_compiled_chunk_divergence(spec, need_grad, grad_dtype) if compiled else
+        grad_input = torch.zeros_like(student) if want_input else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_weight else None
+        windows = _windows(valid, spec.chunk_size)
+        n_valid = sum(n for _, _, n in windows)
+        row_weight = valid.to(torch.float32) / max(n_valid, 1)
+        divergence = (_compiled_chunk_divergence(spec, need_grad, grad_dtype) if student.is_cuda else
                       functools.partial(chunk_divergence, spec=spec, need_grad=need_grad, grad_dtype=grad_dtype))
-        for index in rows.split(spec.chunk_size):
-            n = index.numel()
-            if compiled and n < spec.chunk_size:  # keep the compiled shape: repeat a row, drop its results
-                index = torch.cat([index, index[-1:].expand(spec.chunk_size - n)])
-            s_rows, t_rows = student.index_select(0, index), teacher.index_select(0, index)
-            chunk_stats, grad = divergence(_project(s_rows, weight), _project(t_rows, weight))
-            index, s_rows, chunk_stats = index[:n], s_rows[:n], chunk_stats[:n]
-            grad = None if grad is None else grad[:n]
-            stats.append(chunk_stats)
-            if grad is None:
+        stats = [student.new_zeros((0, 5), dtype=torch.float32)]
+        for start, first, n in windows:
+            window = slice(start, start + min(spec.chunk_size, valid.numel()))
+            owned = slice(first - start, first - start + n)
+            s_rows = student[window]
+            grad_out = grad_input[window] if weight is None and want_input else None
+            chunk_stats, grad = divergence(_project(s_rows, weight), _project(teacher[window], weight),
+                                           row_weight[window], grad_out=grad_out)
+            stats.append(chunk_stats[owned])
+            if grad is None or weight is None:  # logits: the gradient is already in place
                 continue
-            if weight is None:
-                grad_input.index_copy_(0, index, grad)
-                continue
+            grad = grad[owned]
             if want_input:
-                grad_input.index_copy_(0, index, grad @ weight)
+                grad_input[first:first + n] = grad @ weight
             if want_weight:
-                grad_weight.add_(grad.T @ s_rows)
+                grad_weight.add_(grad.T @ s_rows[owned])
         stats = torch.cat(stats)
         ctx.mark_non_differentiable(stats)
         ctx.weight_dtype = None if weight is None else weight.dtype
         ctx.save_for_backward(grad_input, grad_weight)
-        return stats[:, 0].sum(), stats
+        return stats[:, 0].sum() / max(n_valid, 1), stats
 
     @staticmethod
-    def backward(ctx, grad_total, _grad_stats):
+    def backward(ctx, grad_mean, _grad_stats):
         grad_input, grad_weight = ctx.saved_tensors
-        if grad_input is not None:
-            grad_input = grad_input * grad_total.to(grad_input.dtype)
+        # a plain loss.backward() passes 1: skip rescaling the [N, V] logits gradient (one pass over
+        # the largest tensor of the loss) at the price of one host sync
+        if grad_input is not None and grad_mean.item() != 1.0:
+            grad_input = grad_input * grad_mean.to(grad_input.dtype)
         if grad_weight is not None:
-            grad_weight = (grad_weight * grad_total).to(ctx.weight_dtype)
+            grad_weight = (grad_weight * grad_mean).to(ctx.weight_dtype)
         return grad_input, None, grad_weight, None, None
 
 
@@ -211,9 +234,8 @@ def _project(rows: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
 
 
 def _reduce(student: torch.Tensor, teacher: torch.Tensor, weight, mask: torch.Tensor, spec: LossSpec):
-    rows = mask.reshape(-1).nonzero().squeeze(1)
-    total, stats = _ChunkedDivergence.apply(student, teacher.detach(), weight, rows, spec)
-    return total / max(rows.numel(), 1), summarize(stats)
+    loss, stats = _ChunkedDivergence.apply(student, teacher.detach(), weight, mask.reshape(-1), spec)
+    return loss, summarize(stats)
 
 
 def summarize(stats: torch.Tensor) -> dict[str, float]:

@@ -21,6 +21,8 @@ from opsd_sweep.train.rollout import Rollouts, trim_completion
 
 
 class VLLMRollout:
+    needs_saved_adapter = True
+
     def __init__(self, run: RunConfig, eos_ids: list[int], device, rank: int):
         _set_launcher_env(device)
         from vllm import LLM

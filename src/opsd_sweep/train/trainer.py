@@ -75,6 +75,8 @@ class OPSDTrainer:
             self._resume(latest)
         self.rollout = make_rollout(self.run, self.peft_model, self.tokenizer, self.eos_ids, acc.device,
                                     acc.process_index)
+        if self.t.compile:
+            compile_decoder_layers(self.peft_model)
         self._push_weights()
 
     def _check_world(self) -> None:
@@ -163,8 +165,10 @@ class OPSDTrainer:
         return self._metrics(records, rollouts, float(grad_norm), lr, timer, time.perf_counter() - started)
 
     def _push_weights(self) -> None:
-        """Make the rollout engine sample from the current student (vLLM reads a saved adapter)."""
-        if self.run.rollout.backend != "vllm":
+        """Make the rollout backend sample from the current student: the hf backend refreshes its
+        merged copy; vLLM engines load the adapter saved here."""
+        if not self.rollout.needs_saved_adapter:
+            self.rollout.update(self.step)
             return
         adapters = self.run_dir.train_dir / "rollout_adapter"
         path = adapters / f"step-{self.step}"
@@ -249,6 +253,14 @@ class OPSDTrainer:
 
     def cleanup(self) -> None:
         self.accelerator.end_training()
+
+
+def compile_decoder_layers(peft_model) -> None:
+    """torch.compile every decoder layer (LoRA included): RMSNorm, rotary, SwiGLU and the LoRA
+    dropout/add fuse into few kernels. Layers, not the whole model: every layer shares one compiled
+    graph, and dynamic shapes keep the varying completion lengths from forcing recompiles."""
+    for layer in peft_model.get_base_model().get_decoder().layers:
+        layer.compile(dynamic=True)
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
