@@ -435,8 +435,9 @@ def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: 
         command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
                    str(REPO / f"launchers/accelerate/ddp_{gpus}gpu.yaml"), *module]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
-    if not tiny:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(gpus))
+    if not tiny:  # the first `gpus` of the GPUs this benchmark may use
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES") or ",".join(map(str, range(torch.cuda.device_count())))
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(visible.split(",")[:gpus])
     started = time.perf_counter()
     log = out / f"trainer_{gpus}gpu.log"
     with open(log, "w") as handle:  # streamed, so a timeout still leaves the log behind
