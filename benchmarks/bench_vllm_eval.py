@@ -29,7 +29,9 @@ TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_
             intermediate_size=128, vocab_size=2048, tie_word_embeddings=True)
 
 
-def build_assets(work: Path, tiny: bool) -> tuple[Path, Path, Path]:
+def build_assets(work: Path, tiny: bool, max_positions: int = 4096) -> tuple[Path, Path, Path]:
+    """The model dir (random weights, offline tokenizer), a LoRA adapter and 30 problems, built once
+    under `work`; rebuilt when the saved model's max_position_embeddings is not `max_positions`."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -37,7 +39,8 @@ def build_assets(work: Path, tiny: bool) -> tuple[Path, Path, Path]:
     from opsd_sweep.tiny import build_tokenizer
 
     model_dir, adapter_dir, problems = work / "model", work / "adapter", work / "problems.jsonl"
-    if (adapter_dir / "adapter_config.json").exists():
+    if ((adapter_dir / "adapter_config.json").exists()
+            and json.loads((model_dir / "config.json").read_text())["max_position_embeddings"] == max_positions):
         return model_dir, adapter_dir, problems
     rows = [{"id": f"q{i:02d}", "problem": f"Compute {i + 3} * {i + 7} + {2 * i}.",
              "answer": str((i + 3) * (i + 7) + 2 * i)} for i in range(30)]
@@ -46,7 +49,7 @@ def build_assets(work: Path, tiny: bool) -> tuple[Path, Path, Path]:
     tokenizer = build_tokenizer([r["problem"] for r in rows] * 4 + ["Reason step by step \\boxed{answer}"], 2048)
     torch.manual_seed(0)
     device = "cpu" if tiny else "cuda"
-    config = Qwen3Config(**(TINY if tiny else QWEN3_1P7B), max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id,
+    config = Qwen3Config(**(TINY if tiny else QWEN3_1P7B), max_position_embeddings=max_positions, pad_token_id=tokenizer.pad_token_id,
                          eos_token_id=tokenizer.eos_token_id, bos_token_id=None, torch_dtype="bfloat16")
     with torch.device(device):
         model = Qwen3ForCausalLM(config).to(torch.float32 if tiny else torch.bfloat16)

@@ -31,6 +31,7 @@ class Job:
     problem: int  # index into the prompt list
     sample: int   # sample number within the problem
     seed: int     # per-sample seed (vllm seeds each request with it)
+    length: int | None = None  # benchmarks force this completion length (vllm only); evaluation leaves it None
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,9 @@ class HFEngine:
 
     def serve(self, prompts: Sequence[list[int]], feed: Feed, finish: Finish, progress: Progress) -> None:
         while (shard := feed()) is not None:
+            if any(job.length is not None for job in shard.jobs):
+                raise ValueError(f"shard {shard.index} forces completion lengths (Job.length), which only the "
+                                 "vllm backend honours; use eval.backend=vllm or leave Job.length None")
             samples: list[Sample] = []
             for start in range(0, len(shard.jobs), self.batch_size):
                 batch = shard.jobs[start:start + self.batch_size]

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from opsd_sweep.evaluate.generate import EngineSpec, Feed, Finish, Progress, Sample, Shard
+from opsd_sweep.evaluate.generate import EngineSpec, Feed, Finish, Job, Progress, Sample, Sampling, Shard
 
 # max_lora_rank values every recent vLLM accepts; an adapter's rank is rounded up to one of them
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
@@ -26,6 +26,17 @@ def lora_rank_bound(adapter_path: str) -> int:
             return bound
     raise ValueError(f"LoRA adapter {adapter_path} has rank {rank} > {LORA_RANKS[-1]}, more than vLLM "
                      "serves; set eval.merge_lora=true to serve merged weights instead")
+
+
+def request_params(s: Sampling, job: Job):
+    """One request's SamplingParams: the evaluation's sampling, seeded per job."""
+    from vllm import SamplingParams
+
+    # a benchmark's forced length: exactly job.length tokens, EOS ignored (random weights stop anywhere)
+    lengths = ({"max_tokens": s.max_new_tokens, "min_tokens": s.min_new_tokens} if job.length is None
+               else {"max_tokens": job.length, "min_tokens": job.length, "ignore_eos": True})
+    return SamplingParams(n=1, temperature=s.temperature, top_p=s.top_p, top_k=max(s.top_k, 0),
+                          seed=job.seed, **lengths)
 
 
 class VLLMEngine:
@@ -46,13 +57,6 @@ class VLLMEngine:
         self.engine = LLMEngine.from_engine_args(args)
         self.lora_request = LoRARequest("checkpoint", 1, spec.adapter_path) if lora else None
 
-    def _params(self, seed: int):
-        from vllm import SamplingParams
-
-        s = self.spec.sampling
-        return SamplingParams(n=1, temperature=s.temperature, top_p=s.top_p, top_k=max(s.top_k, 0),
-                              max_tokens=s.max_new_tokens, min_tokens=s.min_new_tokens, seed=seed)
-
     def serve(self, prompts: Sequence[list[int]], feed: Feed, finish: Finish, progress: Progress) -> None:
         """Keep up to max_in_flight sequences in the engine; take a new shard whenever there is room,
         so a fast engine takes more shards than a slow one (work stealing across engines)."""
@@ -69,7 +73,8 @@ class VLLMEngine:
                 for position, job in enumerate(shard.jobs):
                     self.engine.add_request(f"{shard.index}:{position}",
                                             {"prompt_token_ids": list(prompts[job.problem])},
-                                            self._params(job.seed), lora_request=self.lora_request)
+                                            request_params(self.spec.sampling, job),
+                                            lora_request=self.lora_request)
                 in_flight += len(shard.jobs)
             if not self.engine.has_unfinished_requests():
                 if exhausted:
