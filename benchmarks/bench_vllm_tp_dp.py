@@ -202,6 +202,9 @@ def finish_published(row: dict, timeline: list[list], prompt_lens: list[int], le
     # a cross-check without the fit: the rest at the last 500 steps' mean rate (high if steps keep shrinking)
     recent = statistics.fmean(r[1] for r in timeline[-500:])
     projection["remaining_s_at_recent_rate"] = round(recent * projection["remaining_steps"], 1)
+    if projection["r2"] < 0.5:  # seen on the H200 run: eager step times follow the running count, not context
+        projection["warning"] = (f"the context fit explains little (R^2 {projection['r2']:.3f}): read "
+                                 "remaining_s_at_recent_rate, not remaining_s")
     return row | {"status": "cut at the time limit; the rest is PROJECTED", "wall_s": None,
                   "projection": projection, "projected_total_s": round(total, 1), "timeline": timeline}
 
