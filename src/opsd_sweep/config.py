@@ -59,7 +59,7 @@ class TrainConfig:
     weight_decay: float = MISSING
     max_grad_norm: float = MISSING
     gradient_checkpointing: bool = MISSING
-    compile: bool = MISSING  # torch.compile each decoder layer (GPU: fuses the element-wise work)
+    compile: bool = MISSING  # torch.compile each decoder layer, on GPU only (fuses the element-wise work)
     lora: LoraConfig = field(default_factory=LoraConfig)
     student_thinking: bool = MISSING
     teacher_thinking: bool = MISSING

@@ -75,7 +75,7 @@ class OPSDTrainer:
             self._resume(latest)
         self.rollout = make_rollout(self.run, self.peft_model, self.tokenizer, self.eos_ids, acc.device,
                                     acc.process_index)
-        if self.t.compile:
+        if self.t.compile and acc.device.type == "cuda":  # on CPU compiling costs more than it saves
             compile_decoder_layers(self.peft_model)
         self._push_weights()
 
