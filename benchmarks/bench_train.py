@@ -39,7 +39,7 @@ from opsd_sweep.config import RolloutConfig  # noqa: E402
 from opsd_sweep.train.collate import collate  # noqa: E402
 from opsd_sweep.train.distill import DistillationModel  # noqa: E402
 from opsd_sweep.train.loss import LossSpec, opsd_loss, opsd_loss_from_hidden  # noqa: E402
-from opsd_sweep.train.rollout import HFRollout, Rollouts, left_pad, trim_completion  # noqa: E402
+from opsd_sweep.train.rollout import HFRollout, sample  # noqa: E402
 from opsd_sweep.train.trainer import compile_decoder_layers  # noqa: E402
 from opsd_sweep.train.timing import PhaseTimer  # noqa: E402
 
@@ -329,10 +329,11 @@ def bench_rollout(s: Shapes, peft_model, device) -> dict:
     on_gpu = device.type == "cuda"
     ours = HFRollout(cfg, peft_model, 0, eos, static_cache=on_gpu)
     ours.update(0)
-    variants = {"eager generate on the PEFT student (dynamic cache)": lambda seed: peft_generate(
-                    peft_model, prompts, cfg, eos, seed, static=False),
-                "static cache on the PEFT student": lambda seed: peft_generate(
-                    peft_model, prompts, cfg, eos, seed, static=on_gpu),
+    # the baselines sample from the PEFT model itself (LoRA applied on the fly)
+    variants = {"eager generate on the PEFT student (dynamic cache)": lambda seed: sample(
+                    peft_model, prompts, cfg, 0, eos, seed, static_cache=False),
+                "static cache on the PEFT student": lambda seed: sample(
+                    peft_model, prompts, cfg, 0, eos, seed, static_cache=on_gpu),
                 "ours: static cache on the merged copy": lambda seed: ours.generate(prompts, seed)}
     results = {}
     peft_model.eval()
@@ -352,20 +353,6 @@ def bench_rollout(s: Shapes, peft_model, device) -> dict:
     peft_model.train()
     del ours
     return results
-
-
-def peft_generate(peft_model, prompts, cfg: RolloutConfig, eos: list[int], seed: int, static: bool) -> Rollouts:
-    """transformers generate on the PEFT model itself (LoRA applied on the fly): the baselines."""
-    width = max(len(p) for p in prompts)
-    ids, mask = left_pad(prompts, 0, width, peft_model.device)
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        out = peft_model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=cfg.temperature,
-                                  top_p=cfg.top_p, top_k=cfg.top_k, max_new_tokens=cfg.max_new_tokens,
-                                  pad_token_id=0, eos_token_id=eos, use_cache=True,
-                                  cache_implementation="static" if static else None)
-    rows = [trim_completion(row, set(eos)) for row in out[:, width:].tolist()]
-    return Rollouts([c for c, _ in rows], [cap for _, cap in rows])
 
 
 # --- 4. full trainer steps -----------------------------------------------------------------------

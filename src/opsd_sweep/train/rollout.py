@@ -102,21 +102,26 @@ class HFRollout:
     def update(self, step: int, adapter_dir: Path | None = None) -> None:
         self.policy.refresh()
 
-    @torch.no_grad()
     def generate(self, prompts: list[list[int]], seed: int) -> Rollouts:
-        cfg, model = self.cfg, self.policy.model
-        width = max(len(p) for p in prompts)
-        if self.static_cache:
-            width = -(-width // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
-        ids, mask = left_pad(prompts, self.pad_id, width, model.device)
-        torch.manual_seed(seed)
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=cfg.temperature,
-                             top_p=cfg.top_p, top_k=max(cfg.top_k, 0), max_new_tokens=cfg.max_new_tokens,
-                             pad_token_id=self.pad_id, eos_token_id=self.eos_ids, use_cache=True,
-                             cache_implementation="static" if self.static_cache else None)
-        eos = set(self.eos_ids)
-        trimmed = [trim_completion(row, eos) for row in out[:, width:].tolist()]
-        return Rollouts([c for c, _ in trimmed], [cap for _, cap in trimmed])
+        return sample(self.policy.model, prompts, self.cfg, self.pad_id, self.eos_ids, seed, self.static_cache)
+
+
+@torch.no_grad()
+def sample(model, prompts: list[list[int]], cfg: RolloutConfig, pad_id: int, eos_ids: list[int], seed: int,
+           static_cache: bool) -> Rollouts:
+    """One sampled completion per prompt from `model` with transformers generate, seeded."""
+    width = max(len(p) for p in prompts)
+    if static_cache:
+        width = -(-width // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
+    ids, mask = left_pad(prompts, pad_id, width, model.device)
+    torch.manual_seed(seed)
+    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=cfg.temperature,
+                         top_p=cfg.top_p, top_k=max(cfg.top_k, 0), max_new_tokens=cfg.max_new_tokens,
+                         pad_token_id=pad_id, eos_token_id=eos_ids, use_cache=True,
+                         cache_implementation="static" if static_cache else None)
+    eos = set(eos_ids)
+    trimmed = [trim_completion(row, eos) for row in out[:, width:].tolist()]
+    return Rollouts([c for c, _ in trimmed], [cap for _, cap in trimmed])
 
 
 def make_rollout(run: RunConfig, model, tokenizer, eos_ids: list[int], device: torch.device, rank: int):
