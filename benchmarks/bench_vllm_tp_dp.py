@@ -14,7 +14,9 @@ and divided by --scale; every request produces exactly its length (min_tokens = 
 Sampling as Qwen3 thinking-mode evaluation (t 0.6, top_p 0.95, top_k 20), a seed per request.
 `published` steps one LLMEngine by hand, recording a timeline; at --time-limit s (wall, engine start
 included) it stops and PROJECTS the rest: a least-squares fit step_s = c0 + c1 * context tokens, summed over
-an exact simulation of the remaining decode steps. Each config writes OUT/tp_dp_<config>.json (rewritten as
+an exact simulation of the remaining decode steps (on the H200 run eager step times followed the number
+of running requests, not context: that fit explained nothing and the JSON says so; read its
+remaining_s_at_recent_rate there). Each config writes OUT/tp_dp_<config>.json (rewritten as
 it runs). --tiny runs all but vLLM on CPU (tiny model; projection on a synthetic engine of known costs).
 """
 
