@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: help install install-gpu demo summary test test-fast clean
+.PHONY: help install install-gpu gpu-check demo summary test test-fast clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -25,6 +25,10 @@ install: $(VENV)/.installed  ## create the venv and install opsd_sweep + test to
 
 install-gpu: install  ## add the GPU extra (vllm)
 	$(VENV)/bin/pip install -e '.[gpu]'
+
+GPU_CHECK_ARGS ?=
+gpu-check:  ## on a GPU box after install-gpu: a real 2-seed sweep of 1.7B-shaped cycles, offline (~10 min); GPU_CHECK_ARGS="--model DIR"
+	$(PY) -m opsd_sweep.gpu_check --work .cache/opsd_sweep/gpu_check $(GPU_CHECK_ARGS)
 
 # The demo (conf/sweep/demo.yaml): the tiny base model evaluated as is (train.max_steps=0) is the
 # in-sweep baseline of OPSD runs at two learning rates; scripts/demo_robustness.py reruns it with other seeds.

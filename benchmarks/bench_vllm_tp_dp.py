@@ -239,7 +239,7 @@ def run_ours(args, model_dir: Path, problem_ids: list[str], prompts: list[list[i
 
     spec = EngineSpec(backend="vllm", model_path=str(model_dir), tokenizer_path=str(model_dir),
                       adapter_path=None, dtype="bfloat16", attn_implementation="sdpa", sampling=SAMPLING,
-                      batch_size=256, max_in_flight=256, hf_cache="dynamic", tensor_parallel_size=1,
+                      batch_size=256, max_num_seqs=256, max_in_flight=256, hf_cache="dynamic", tensor_parallel_size=1,
                       gpu_memory_utilization=GPU_MEMORY, max_model_len=MAX_MODEL_LEN, seed=SEED)
     plan_id = fingerprint(spec, prompts, problem_ids, N_SAMPLES, N_SAMPLES, SEED)
     store = ShardStore(work / "shards-ours", plan_id)
@@ -256,7 +256,7 @@ def run_ours(args, model_dir: Path, problem_ids: list[str], prompts: list[list[i
     jobs = [job for shard in shards for job in shard.jobs]
     mismatches = sum(samples[job.problem, job.sample].n_tokens != job.length for job in jobs)
     return {"status": "complete",
-            "engine": {"engines": groups, "max_num_seqs": spec.batch_size, "cuda_graphs": True},
+            "engine": {"engines": groups, "max_num_seqs": spec.max_num_seqs, "cuda_graphs": True},
             "wall_s": round(wall, 1), "tokens": tokens, "tokens_per_s": round(tokens / wall, 1),
             "length_mismatches": mismatches}
 

@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from opsd_sweep.backends import BACKENDS, vllm_installed
+
 
 class ConfigError(ValueError):
     """A run config that cannot run; the message lists every problem and its fix."""
@@ -75,7 +77,7 @@ class RolloutConfig:
     top_k: int = MISSING
     max_new_tokens: int = MISSING
     gpu_memory_utilization: float = MISSING  # vllm: share of each GPU for the colocated engine
-    vllm_sleep: bool = MISSING               # vllm: free the engine's memory during the training step
+    vllm_sleep: Optional[bool] = MISSING     # vllm: free the engine's memory during the training step (null = auto)
 
 
 @dataclass
@@ -100,7 +102,8 @@ class EvalConfig:
     max_new_tokens: int = MISSING
     thinking: bool = MISSING
     backend: str = MISSING
-    batch_size: int = MISSING
+    batch_size: int = MISSING                # hf: sequences per generate call
+    max_num_seqs: int = MISSING              # vllm: sequences one engine decodes at once
     max_problems: Optional[int] = MISSING
     prompt: str = MISSING
     id_field: Optional[str] = MISSING        # null = row position
@@ -204,10 +207,10 @@ class RunConfig:
 # enter the run key, so moving a results folder or switching launcher never repeats a finished run.
 NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "baseline")
 NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
-                          "eval": ("path", "batch_size", "backend", "shard_size", "engines", "tensor_parallel_size",
+                          "eval": ("path", "batch_size", "max_num_seqs", "backend", "shard_size", "engines", "tensor_parallel_size",
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers"),
-                          "rollout": ("gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
+                          "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
                           "train": ("compile",),
                           "tiny": ("dir",)}
 
@@ -215,9 +218,9 @@ CHOICES = {
     "model.dtype": ("bfloat16", "float32", "float16"),
     "model.attn_implementation": ("sdpa", "eager", "flash_attention_2"),
     "train.lr_scheduler": ("constant", "linear", "cosine"),
-    "rollout.backend": ("hf", "vllm"),
+    "rollout.backend": BACKENDS,
     "loss.clip_mode": ("none", "elementwise", "per_token"),
-    "eval.backend": ("hf", "vllm"),
+    "eval.backend": BACKENDS,
     "eval.hf_cache": ("dynamic", "static"),
     "executor": ("real", "simulate"),
 }
@@ -306,6 +309,8 @@ def validate(run: RunConfig) -> list[str]:
     need(0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")
     need(e.batch_size >= 1, f"eval.batch_size={e.batch_size} must be >= 1")
+    need(e.max_num_seqs >= 1, f"eval.max_num_seqs={e.max_num_seqs} must be >= 1")
+    problems.extend(_check_vllm_can_run(run))
     need(e.shard_size >= 1, f"eval.shard_size={e.shard_size} must be >= 1")
     need(e.engines is None or e.engines >= 1, f"eval.engines={e.engines} must be >= 1 or null (one per GPU group)")
     need(e.tensor_parallel_size >= 1, f"eval.tensor_parallel_size={e.tensor_parallel_size} must be >= 1")
@@ -323,6 +328,20 @@ def validate(run: RunConfig) -> list[str]:
         need(sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
              "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0")
         need(sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1")
+    return problems
+
+
+def _check_vllm_can_run(run: RunConfig) -> list[str]:
+    """An explicit backend=vllm needs the package and GPUs; `auto` never fails (it falls back to hf)."""
+    problems = []
+    for key, backend in (("rollout.backend", run.rollout.backend), ("eval.backend", run.eval.backend)):
+        if backend != "vllm":
+            continue
+        if run.train.num_gpus == 0:
+            problems.append(f"{key}=vllm needs GPUs but train.num_gpus=0 (CPU); use {key}=auto or {key}=hf")
+        elif run.executor == "real" and not vllm_installed():
+            problems.append(f"{key}=vllm but vllm is not installed here: make install-gpu, or use {key}=auto "
+                            "(vllm where it runs, else hf)")
     return problems
 
 

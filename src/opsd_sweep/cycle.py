@@ -21,6 +21,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from opsd_sweep import backends
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
 from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
                              atomic_write_text, claim_run, current_owner, find_run_dir, owner_alive, read_json,
@@ -132,7 +133,8 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
                 _run_phase(phase, run, run_dir, gpus)
             finally:  # count the time even when the phase fails
                 seconds = time.monotonic() - started
-                phase_seconds[phase] = round(phase_seconds.get(phase, 0.0) + seconds, 2)
+                for name, part in _split_phase_seconds(phase, seconds, run, run_dir).items():
+                    phase_seconds[name] = round(phase_seconds.get(name, 0.0) + part, 2)
                 gpu_hours = round(gpu_hours + seconds * len(gpus) / 3600, 4)
                 run_dir.update_status(phase_seconds=phase_seconds, gpu_hours=gpu_hours)
     except Exception as err:  # record any failure; the sweep goes on
@@ -157,6 +159,23 @@ def _phase_complete(phase: str, run: RunConfig, run_dir: RunDir) -> bool:
     if phase == "train" or final is None:
         return final is not None
     return run_dir.eval_json.exists() and read_json(run_dir.eval_json).get("checkpoint") == str(final)
+
+
+def _split_phase_seconds(phase: str, seconds: float, run: RunConfig, run_dir: RunDir) -> dict[str, float]:
+    """A train phase whose rollout engine also evaluated the final checkpoint (one engine per cycle)
+    wrote eval.json itself: its evaluation's wall time is the eval phase's, the rest the train phase's."""
+    if phase != "train" or not _phase_complete("evaluate", run, run_dir):
+        return {phase: seconds}
+    timing = read_json(run_dir.eval_json).get("timing", {})
+    evaluating = min(float(timing.get("wall_seconds", 0.0)), seconds) if timing.get("engine") != "own" else 0.0
+    return {"train": seconds - evaluating, "evaluate": evaluating}
+
+
+def phase_env(run: RunConfig, gpus: list[str]) -> dict[str, str]:
+    """A phase's environment: its GPUs, unbuffered output, and what vLLM needs inside a cycle (spawned
+    engine processes, compile caches in the shared cache dir; see backends.vllm_env)."""
+    return {**backends.vllm_env(run.cache_dir), **os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpus),
+            "PYTHONUNBUFFERED": "1"}
 
 
 def free_port() -> int:
@@ -185,7 +204,7 @@ def _die_with_parent() -> None:
 def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> None:
     log = run_dir.log("train" if phase == "train" else "eval")
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(gpus), PYTHONUNBUFFERED="1")
+    env = phase_env(run, gpus)
     with open(log, "a") as handle:
         handle.write(f"\n=== {utc_now()} {phase} ===\n")
         handle.flush()

@@ -12,7 +12,7 @@ from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
 
 IDS = ["p0", "p1", "p2"]
 SPEC = EngineSpec(backend="hf", model_path="/m", tokenizer_path="/m", adapter_path=None, dtype="float32",
-                  attn_implementation="sdpa", sampling=Sampling(1.0, 1.0, -1, 8, 0), batch_size=4, max_in_flight=4,
+                  attn_implementation="sdpa", sampling=Sampling(1.0, 1.0, -1, 8, 0), batch_size=4, max_num_seqs=4, max_in_flight=4,
                   hf_cache="dynamic", tensor_parallel_size=1, gpu_memory_utilization=0.9, max_model_len=64, seed=1)
 
 

@@ -3,6 +3,7 @@ failures."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 
@@ -32,6 +33,10 @@ def test_two_gpu_slots_run_four_one_gpu_cycles_two_at_a_time_on_disjoint_gpus(tm
     assert all(a[1] != b[1] for a, b in overlaps)  # side by side only on different GPUs
     for (start, _), _ in spans:  # never more than two at once
         assert sum(a <= start < b for (a, b), _ in spans) <= 2
+    for run_dir in run_dirs(tmp_path).values():  # the CPU tiny profile resolves `auto` to hf, and says so
+        assert {line["rollout_backend"] for line in map(json.loads, (run_dir / "train/metrics.jsonl").open())} == {"hf"}
+        assert json.loads((run_dir / "eval/eval.json").read_text())["backend"] == "hf"
+        assert "[evaluate] backend: hf (eval.backend=auto: " in (run_dir / "logs/eval.log").read_text()
     log = proc.stderr + proc.stdout
     assert len(re.findall(r"start #\d .* on GPUs [57] \| done \d, running [12], failed 0, pending \d", log)) == 4
     assert "done 4, running 0, failed 0, pending 0" in log

@@ -140,6 +140,20 @@ def training_diagnostics(run_dir: RunDir) -> dict:
     return out
 
 
+def last_metrics_value(run_dir: RunDir, key: str):
+    """`key` of the newest readable metrics line that has it (e.g. the resolved rollout backend), or None."""
+    if not run_dir.metrics.exists():
+        return None
+    for line in reversed(run_dir.metrics.read_text().splitlines()):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and key in record:
+            return record[key]
+    return None
+
+
 def gpu_hours(status: dict) -> dict:
     """`gpu_hours.<phase>` and `gpu_hours.total` from status.json.
 
@@ -202,6 +216,7 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
     row |= {f"cfg.{k}": v for k, v in flatten(config).items()}
     row |= gpu_hours(status)
     row |= training_diagnostics(run_dir)
+    row["rollout_backend"] = last_metrics_value(run_dir, "rollout_backend")
     samples: list[tuple] = []
     if run_dir.eval_json.exists():
         evaluation = _load(run_dir.eval_json, json.loads)
@@ -209,6 +224,7 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
             raise UnreadableRun("eval.json is not an object")
         row["simulated"] = simulated or bool(evaluation.get("simulated"))
         row |= eval_metrics(evaluation)
+        row["eval_backend"] = evaluation.get("backend")
         try:
             samples = sample_rows(run_id, evaluation)
         except (KeyError, TypeError, AttributeError) as err:

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from opsd_sweep.backends import prepare_vllm_process, resolve_backend
 from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.evaluate.datasets import Problem, load_problems
-from opsd_sweep.evaluate.generate import EngineSpec, Sample, Sampling
+from opsd_sweep.evaluate.generate import Engine, EngineSpec, Sample, Sampling
 from opsd_sweep.evaluate.grade import Grade, grade_many
 from opsd_sweep.evaluate.metrics import compute_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
@@ -52,7 +54,8 @@ def engine_spec(run: RunConfig, checkpoint: Path | None) -> EngineSpec:
     return EngineSpec(backend=e.backend, model_path=model_path, tokenizer_path=tokenizer_path,
                       adapter_path=adapter_path, dtype=run.model.dtype,
                       attn_implementation=run.model.attn_implementation, sampling=sampling,
-                      batch_size=e.batch_size, max_in_flight=e.batch_size, hf_cache=e.hf_cache,
+                      batch_size=e.batch_size, max_num_seqs=e.max_num_seqs, max_in_flight=e.max_num_seqs,
+                      hf_cache=e.hf_cache,
                       tensor_parallel_size=e.tensor_parallel_size,
                       gpu_memory_utilization=e.gpu_memory_utilization, max_model_len=e.max_model_len,
                       seed=run.seed)
@@ -100,11 +103,25 @@ def problem_records(problems: list[Problem], n_samples: int, samples: dict[tuple
     return records
 
 
-def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path) -> dict:
+def resolve_eval_backend(run: RunConfig, gpus: list[str]) -> RunConfig:
+    """The run with eval.backend resolved (auto -> vllm on GPUs where installed, else hf), said once."""
+    backend, why = resolve_backend(run.eval.backend, bool(gpus), "eval.backend")
+    print(f"[evaluate] backend: {backend} ({why})", flush=True)
+    return replace(run, eval=replace(run.eval, backend=backend))
+
+
+def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
+             attach: Callable[[EngineSpec], Engine] | None = None) -> dict:
     """Evaluate `checkpoint` (None: the base model) on run.eval; write eval_dir/eval.json; return it.
 
     An eval.json of the same plan is returned as is; finished shards of an interrupted run are kept.
+    `attach` wraps an engine that is already running (the trainer's vLLM rollout engine) instead of
+    starting new ones: it gets the evaluation's spec and returns the Engine to serve it.
     """
+    wall_started = time.monotonic()
+    prepare_vllm_process(run.cache_dir)
+    gpus = visible_gpus()
+    run = resolve_eval_backend(run, gpus)
     e = run.eval
     problems = load_problems(e)
     spec = engine_spec(run, checkpoint)
@@ -117,7 +134,7 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path) -> dict:
     if out.exists() and read_json(out).get("fingerprint") == plan:
         print(f"[evaluate] {out} is up to date (plan {plan}); nothing to do", flush=True)
         return read_json(out)
-    groups = engine_groups(e.backend, e.tensor_parallel_size, e.engines, visible_gpus())
+    groups = [gpus[:1]] if attach else engine_groups(e.backend, e.tensor_parallel_size, e.engines, gpus)
     store = ShardStore(eval_dir / "shards", plan)
     store.prepare()
     serve_spec = spec
@@ -125,7 +142,7 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path) -> dict:
     if pending and e.backend == "vllm" and spec.adapter_path is not None and e.merge_lora:
         serve_spec = merge_adapter(spec, eval_dir / "merged")
     started = time.monotonic()
-    resumed = run_plan(serve_spec, prompts, shards, store, groups, desc=f"eval {e.name}")
+    resumed = run_plan(serve_spec, prompts, shards, store, groups, desc=f"eval {e.name}", attach=attach)
     generation_seconds = time.monotonic() - started
     samples = store.read(shards)
     started = time.monotonic()
@@ -139,9 +156,11 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path) -> dict:
                      "max_tokens": e.max_new_tokens, "thinking": e.thinking},
         "model": run.model.name, "checkpoint": str(checkpoint) if checkpoint else None, "backend": e.backend,
         "seed": run.seed, "fingerprint": plan, "created_at": utc_now(),
-        "timing": {"engines": len(groups), "resumed_shards": resumed, "total_shards": len(shards),
+        "timing": {"engines": len(groups), "engine": "the trainer's rollout engine" if attach else "own",
+                   "resumed_shards": resumed, "total_shards": len(shards),
                    "generation_seconds": round(generation_seconds, 2),
-                   "grading_seconds": round(time.monotonic() - started, 2)},
+                   "grading_seconds": round(time.monotonic() - started, 2),
+                   "wall_seconds": round(time.monotonic() - wall_started, 2)},
         "metrics": compute_metrics(records), "problems": records,
     }
     texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": samples[p, s].text}) + "\n"

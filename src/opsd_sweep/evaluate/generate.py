@@ -59,8 +59,9 @@ class EngineSpec:
     dtype: str
     attn_implementation: str      # hf
     sampling: Sampling
-    batch_size: int               # hf: sequences per generate call; vllm: max sequences per engine
-    max_in_flight: int            # vllm: sequences one engine takes at once (balances engines)
+    batch_size: int               # hf: sequences per generate call
+    max_num_seqs: int             # vllm: sequences one engine decodes at once
+    max_in_flight: int            # vllm: sequences one engine takes from the queue at once (balances engines)
     hf_cache: str                 # hf: dynamic | static
     tensor_parallel_size: int     # vllm
     gpu_memory_utilization: float  # vllm

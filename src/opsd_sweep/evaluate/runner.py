@@ -12,12 +12,13 @@ import multiprocessing
 import os
 import queue
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
 
-from opsd_sweep.evaluate.generate import EngineSpec, Shard, open_engine
+from opsd_sweep.evaluate.generate import Engine, EngineSpec, Shard, open_engine
 from opsd_sweep.evaluate.shards import ShardStore
 
 
@@ -59,8 +60,11 @@ def engine_groups(backend: str, tensor_parallel_size: int, engines: int | None,
 
 
 def run_plan(spec: EngineSpec, prompts: list[list[int]], shards: list[Shard], store: ShardStore,
-             groups: list[list[str] | None], desc: str) -> int:
-    """Generate every shard the store lacks; return how many shards were already done (resumed)."""
+             groups: list[list[str] | None], desc: str,
+             attach: Callable[[EngineSpec], Engine] | None = None) -> int:
+    """Generate every shard the store lacks; return how many shards were already done (resumed).
+
+    `attach` serves the plan with an engine that is already running, in this process (one group)."""
     pending = [s for s in shards if not store.done(s.index)]
     total = sum(len(s.jobs) for s in shards)
     pending_jobs = sum(len(s.jobs) for s in pending)
@@ -71,12 +75,12 @@ def run_plan(spec: EngineSpec, prompts: list[list[int]], shards: list[Shard], st
     if not pending:
         return resumed
     # each engine takes at most its fair share at once, so the first engine up cannot take everything
-    spec = replace(spec, max_in_flight=max(1, min(spec.batch_size, math.ceil(pending_jobs / len(groups)))))
+    spec = replace(spec, max_in_flight=max(1, min(spec.max_num_seqs, math.ceil(pending_jobs / len(groups)))))
     with tqdm(total=total, initial=total - pending_jobs, desc=f"{desc} ({len(groups)} engine(s))",
               unit="sample") as bar:
         if len(groups) == 1:
             feed = iter(pending)
-            engine = open_engine(spec, "cpu" if groups[0] is None else "cuda")
+            engine = attach(spec) if attach else open_engine(spec, "cpu" if groups[0] is None else "cuda")
             engine.serve(prompts, lambda: next(feed, None), store.write, bar.update)
         else:
             _run_processes(spec, prompts, pending, store, groups, bar)

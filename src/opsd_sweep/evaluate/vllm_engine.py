@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from opsd_sweep.backends import prepare_vllm_process
 from opsd_sweep.evaluate.generate import EngineSpec, Feed, Finish, Job, Progress, Sample, Sampling, Shard
 
 # max_lora_rank values every recent vLLM accepts; an adapter's rank is rounded up to one of them
@@ -40,22 +41,31 @@ def request_params(s: Sampling, job: Job):
 
 
 class VLLMEngine:
-    def __init__(self, spec: EngineSpec):
-        from vllm import EngineArgs, LLMEngine
+    """Serves an evaluation plan on a new LLMEngine, or on `llm_engine`, one that is already running
+    with the base model and LoRA enabled (the trainer's rollout engine)."""
+
+    def __init__(self, spec: EngineSpec, llm_engine=None):
         from vllm.lora.request import LoRARequest
 
         self.spec = spec
         lora = spec.adapter_path is not None
+        self.engine = llm_engine if llm_engine is not None else self._start(spec, lora)
+        self.lora_request = LoRARequest("checkpoint", 1, spec.adapter_path) if lora else None
+
+    @staticmethod
+    def _start(spec: EngineSpec, lora: bool):
+        from vllm import EngineArgs, LLMEngine
+
+        prepare_vllm_process()  # spawn, not fork, the engine core: this process may have touched CUDA
         lora_args = ({"enable_lora": True, "max_loras": 1,
                       "max_lora_rank": lora_rank_bound(spec.adapter_path)} if lora else {})
         args = EngineArgs(model=spec.model_path, tokenizer=spec.tokenizer_path, dtype=spec.dtype,
                           seed=spec.seed, tensor_parallel_size=spec.tensor_parallel_size,
                           gpu_memory_utilization=spec.gpu_memory_utilization,
-                          max_model_len=spec.max_model_len, max_num_seqs=spec.batch_size,
+                          max_model_len=spec.max_model_len, max_num_seqs=spec.max_num_seqs,
                           enable_prefix_caching=True, disable_log_stats=True,
                           **lora_args)
-        self.engine = LLMEngine.from_engine_args(args)
-        self.lora_request = LoRARequest("checkpoint", 1, spec.adapter_path) if lora else None
+        return LLMEngine.from_engine_args(args)
 
     def serve(self, prompts: Sequence[list[int]], feed: Feed, finish: Finish, progress: Progress) -> None:
         """Keep up to max_in_flight sequences in the engine; take a new shard whenever there is room,

@@ -2,23 +2,22 @@
 
     backend.generate(prompts, seed) -> Rollouts   sample one completion per prompt from the student
 
-    backend.update(step, adapter_dir)             sample from the student after `step` optimizer steps
+    backend.update(step)                          sample from the student after `step` optimizer steps
 
 Backends: `hf` (transformers generate on a merged copy of the student, below; on GPU with a static
 KV cache so transformers compiles the decode step, eager on CPU) here, and `vllm` (a colocated
-engine per rank, which loads the adapter the trainer saves after each optimizer step:
-`needs_saved_adapter`) in rollout_vllm.py, imported only when selected.
+engine per rank into which the student's merged weights are pushed after each optimizer step) in
+rollout_vllm.py, imported only when selected.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from opsd_sweep.config import RolloutConfig, RunConfig
+from opsd_sweep.config import RolloutConfig
 
 # Static caches are sized by prompt width + max_new_tokens, and a new size means a new compile:
 # prompts are left-padded up to a multiple of this so a run sees only a few sizes.
@@ -92,14 +91,14 @@ class MergedCopy:
 class HFRollout:
     """transformers `generate` on a MergedCopy of the student, seeded per call."""
 
-    needs_saved_adapter = False
+    engine_bytes = resident_bytes = 0  # no separate engine: all its memory is the trainer's own
 
     def __init__(self, cfg: RolloutConfig, peft_model, pad_id: int, eos_ids: list[int], static_cache: bool):
         self.cfg, self.pad_id, self.eos_ids = cfg, pad_id, eos_ids
         self.policy = MergedCopy(peft_model)
         self.static_cache = static_cache
 
-    def update(self, step: int, adapter_dir: Path | None = None) -> None:
+    def update(self, step: int) -> None:
         self.policy.refresh()
 
     def generate(self, prompts: list[list[int]], seed: int) -> Rollouts:
@@ -122,14 +121,3 @@ def sample(model, prompts: list[list[int]], cfg: RolloutConfig, pad_id: int, eos
     eos = set(eos_ids)
     trimmed = [trim_completion(row, eos) for row in out[:, width:].tolist()]
     return Rollouts([c for c, _ in trimmed], [cap for _, cap in trimmed])
-
-
-def make_rollout(run: RunConfig, model, tokenizer, eos_ids: list[int], device: torch.device, rank: int):
-    """The configured backend; `model` is the (unwrapped) PEFT student. Call update(0, ...) before sampling."""
-    if run.rollout.backend == "hf":
-        return HFRollout(run.rollout, model, tokenizer.pad_token_id, eos_ids, static_cache=device.type == "cuda")
-    if run.rollout.backend == "vllm":
-        from opsd_sweep.train.rollout_vllm import VLLMRollout
-
-        return VLLMRollout(run, eos_ids, device, rank)
-    raise ValueError(f"rollout.backend={run.rollout.backend!r} is not one of ['hf', 'vllm']")

@@ -30,3 +30,35 @@ class PhaseTimer:
     def _sync(self) -> None:
         if self.cuda:
             torch.cuda.synchronize()
+
+
+class StepMemory:
+    """Peak GPU memory of one training step, the trainer's own apart from the colocated vLLM engine.
+
+    torch's allocator counts the engine's weights and KV cache too (126 GB 'peak' on an H200 with
+    the engine awake), so the engine's resident share is taken off each part of the step: the rollout
+    (engine awake) and the rest (engine asleep with rollout.vllm_sleep). Nothing to report on CPU."""
+
+    def __init__(self, device: torch.device, rollout):
+        self.cuda, self.rollout = torch.device(device).type == "cuda", rollout
+        self.peaks: list[int] = []
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        self.device = device
+        self.engine_awake = getattr(rollout, "engine_bytes", 0)  # the engine is awake while it samples
+
+    def rollout_done(self) -> None:
+        self._take(self.engine_awake)
+
+    def end(self) -> None:
+        self._take(self.rollout.resident_bytes)
+
+    def _take(self, engine_share: int) -> None:
+        if self.cuda:
+            self.peaks.append(torch.cuda.max_memory_allocated(self.device) - engine_share)
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def figures(self) -> dict:
+        if not self.cuda:
+            return {}
+        return {"peak_mem_gb": max(self.peaks) / 1e9, "engine_mem_gb": getattr(self.rollout, "engine_bytes", 0) / 1e9}

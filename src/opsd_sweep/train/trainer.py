@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -29,9 +28,11 @@ from opsd_sweep.train import checkpoint
 from opsd_sweep.train.collate import collate
 from opsd_sweep.train.distill import DistillationModel
 from opsd_sweep.train.loss import LossSpec
-from opsd_sweep.train.rollout import Rollouts, make_rollout
+from opsd_sweep.backends import prepare_vllm_process, resolve_backend
+from opsd_sweep.train.engine_plan import plan_rollout_engine, training_step_bytes
+from opsd_sweep.train.rollout import HFRollout, Rollouts
 from opsd_sweep.train.schedule import make_scheduler
-from opsd_sweep.train.timing import PhaseTimer
+from opsd_sweep.train.timing import PhaseTimer, StepMemory
 
 PHASES = ("rollout", "teacher", "student", "loss", "backward", "optimizer", "weight_sync")
 
@@ -73,11 +74,30 @@ class OPSDTrainer:
         self.peft_model = acc.unwrap_model(self.model).peft_model
         if latest is not None:
             self._resume(latest)
-        self.rollout = make_rollout(self.run, self.peft_model, self.tokenizer, self.eos_ids, acc.device,
-                                    acc.process_index)
+        self.rollout = self._setup_rollout()
         if self.t.compile and acc.device.type == "cuda":  # on CPU compiling costs more than it saves
             compile_decoder_layers(self.peft_model)
-        self._push_weights()
+        self.rollout.update(self.step)
+
+    def _setup_rollout(self):
+        acc = self.accelerator
+        self.backend, why = resolve_backend(self.run.rollout.backend, acc.device.type == "cuda", "rollout.backend")
+        acc.print(f"[train] rollout backend: {self.backend} ({why})")
+        self.engine_plan = None
+        if self.backend == "hf":
+            return HFRollout(self.run.rollout, self.peft_model, self.tokenizer.pad_token_id, self.eos_ids,
+                             static_cache=acc.device.type == "cuda")
+        from opsd_sweep.train.rollout_vllm import VLLMRollout
+
+        prepare_vllm_process(self.run.cache_dir)
+        free, total = torch.cuda.mem_get_info(acc.device)
+        longest = max(len(p) for p in self._prompts(self.rows[:256])[0])
+        step_bytes = training_step_bytes(self.run, self.peft_model.get_base_model().config, longest)
+        self.engine_plan = plan = plan_rollout_engine(self.run, acc.num_processes, free, total, step_bytes)
+        acc.print(f"[train] vllm engine: sleep={plan.sleep} ({plan.sleep_why}); evaluates the final "
+                  f"checkpoint: {plan.serves_eval} ({plan.serves_eval_why})")
+        return VLLMRollout(self.run, self.peft_model, self.eos_ids, acc.device, acc.process_index, sleep=plan.sleep,
+                           max_model_len=plan.max_model_len, max_num_seqs=plan.max_num_seqs)
 
     def _check_world(self) -> None:
         acc, t = self.accelerator, self.t
@@ -140,8 +160,10 @@ class OPSDTrainer:
         timer = PhaseTimer(acc.device)
         started = time.perf_counter()
         student_prompts, teacher_prompts = self._prompts(self._rank_problems(self.step))
+        memory = StepMemory(acc.device, self.rollout)
         with timer("rollout"):
             rollouts = self.rollout.generate(student_prompts, self._rollout_seed())
+        memory.rollout_done()
         records, size, pad = [], t.per_device_batch_size, self.tokenizer.pad_token_id
         for micro in range(t.grad_accum_steps):
             part = slice(micro * size, (micro + 1) * size)
@@ -160,26 +182,10 @@ class OPSDTrainer:
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        with timer("weight_sync"):
-            self._push_weights()
-        return self._metrics(records, rollouts, float(grad_norm), lr, timer, time.perf_counter() - started)
-
-    def _push_weights(self) -> None:
-        """Make the rollout backend sample from the current student: the hf backend refreshes its
-        merged copy; vLLM engines load the adapter saved here."""
-        if not self.rollout.needs_saved_adapter:
+        with timer("weight_sync"):  # the rollout backend samples from the updated student from now on
             self.rollout.update(self.step)
-            return
-        adapters = self.run_dir.train_dir / "rollout_adapter"
-        path = adapters / f"step-{self.step}"
-        self._save_adapter(path)
-        self.accelerator.wait_for_everyone()
-        self.rollout.update(self.step, path)
-        self.accelerator.wait_for_everyone()
-        if self.accelerator.is_main_process:  # every engine has switched: older adapters can go
-            for old in adapters.glob("step-*"):
-                if old != path:
-                    shutil.rmtree(old, ignore_errors=True)
+        memory.end()
+        return self._metrics(records, rollouts, float(grad_norm), lr, timer, memory, time.perf_counter() - started)
 
     def _save_adapter(self, path: Path) -> None:
         """Write the student's PEFT adapter (rank 0 writes; under FSDP every rank helps gather it)."""
@@ -201,8 +207,6 @@ class OPSDTrainer:
         bar = tqdm(total=t.max_steps, initial=self.step, desc="OPSD steps", unit="step",
                    disable=not self.accelerator.is_main_process)
         while self.step < t.max_steps:
-            if torch.cuda.is_available():
-                torch.cuda.reset_peak_memory_stats()
             line = self.train_step()
             self._write_metrics(line)
             bar.update(1)
@@ -213,7 +217,7 @@ class OPSDTrainer:
         bar.close()
 
     def _metrics(self, records: list[dict], rollouts: Rollouts, grad_norm: float, lr: float, timer: PhaseTimer,
-                 seconds: float) -> dict:
+                 memory: StepMemory, seconds: float) -> dict:
         """One metrics line: means over micro-batches and ranks, token counts summed over ranks."""
         acc = self.accelerator
         keys = [k for k in records[0] if k != "tokens"]
@@ -227,9 +231,8 @@ class OPSDTrainer:
                 "tokens_per_s": tokens / seconds, "step_seconds": seconds}
         # ranks sample in parallel: all ranks' tokens over the (mean) rollout time
         line["rollout_tokens_per_s"] = generated / max(line["time_rollout"], 1e-9)
-        if torch.cuda.is_available():
-            line["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
-        return line
+        line["rollout_backend"] = self.backend
+        return line | memory.figures()
 
     def _write_metrics(self, line: dict) -> None:
         if self.accelerator.is_main_process:
@@ -250,6 +253,22 @@ class OPSDTrainer:
             checkpoint.remove_partial_checkpoints(self.run_dir.train_dir)
             _truncate_metrics(self.run_dir.metrics, self.step)
         self.accelerator.print(f"resumed from {path} at step {self.step}")
+
+    def evaluate_final(self) -> None:
+        """One engine per cycle (engine_plan): the rollout engine evaluates the final checkpoint, served
+        exactly as the eval phase would (the base weights restored, the adapter as a LoRARequest)."""
+        if self.engine_plan is None or not self.engine_plan.serves_eval:
+            return
+        from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+        from opsd_sweep.evaluate.vllm_engine import VLLMEngine
+
+        self.model = self.optimizer = self.scheduler = None  # training is over: release its GPU memory
+        self.accelerator.free_memory()
+        self.rollout.restore_base()
+        print("[train] evaluating the final checkpoint with the rollout engine", flush=True)
+        result = evaluate(self.run, self.run_dir.latest_checkpoint(), self.run_dir.eval_dir,
+                          attach=lambda spec: VLLMEngine(spec, llm_engine=self.rollout.llm.llm_engine))
+        print(summary_line(result), flush=True)
 
     def cleanup(self) -> None:
         self.accelerator.end_training()
@@ -279,4 +298,5 @@ def main(run_dir: str | Path) -> None:
     trainer = OPSDTrainer(run, run_dir)
     trainer.setup()
     trainer.train()
+    trainer.evaluate_final()
     trainer.cleanup()

@@ -1,0 +1,64 @@
+"""How the colocated vLLM rollout engine is sized, whether it sleeps, and whether it also evaluates.
+
+- Sleep (`rollout.vllm_sleep`, null = auto): offloading the engine's weights and dropping its KV cache
+  around every training step costs ~0.6 s a step on an H200, so auto sleeps only when the engine's
+  share of the GPU plus the trainer's estimated peak would not fit in the free memory.
+- One engine per cycle: when the evaluation would also run on vLLM with one engine of one GPU (a
+  1-GPU cycle), the rollout engine evaluates the final checkpoint at the end of the train phase
+  (served with a LoRARequest on the restored base weights), saving the eval phase's process and
+  engine start. It is then sized for the evaluation too (eval.max_model_len, eval.max_num_seqs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opsd_sweep.backends import resolve_backend
+from opsd_sweep.config import RunConfig
+
+ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # bf16 activations kept for backward per layer (Korthikanti et al. 2022)
+MARGIN = 1.25                           # allocator fragmentation, loss chunks, the teacher's forward
+
+
+@dataclass(frozen=True)
+class RolloutEnginePlan:
+    sleep: bool
+    sleep_why: str
+    serves_eval: bool
+    serves_eval_why: str
+    max_model_len: int | None  # None: the model's own context length
+    max_num_seqs: int
+
+
+def training_step_bytes(run: RunConfig, model_config, longest_prompt: int) -> int:
+    """A deliberate over-estimate of what a training step adds to the loaded model: the student's saved
+    activations for the longest micro-batch (one layer's with gradient checkpointing), with a margin."""
+    t = run.train
+    tokens = t.per_device_batch_size * (longest_prompt + run.rollout.max_new_tokens)
+    layers = 1 if t.gradient_checkpointing else model_config.num_hidden_layers
+    return int(MARGIN * ACTIVATION_BYTES_PER_TOKEN_HIDDEN * model_config.hidden_size * layers * tokens)
+
+
+def plan_rollout_engine(run: RunConfig, world_size: int, free_bytes: int, total_bytes: int,
+                        step_bytes: int) -> RolloutEnginePlan:
+    """`free_bytes`: free GPU memory with the trainer's model loaded; `step_bytes`: training_step_bytes."""
+    e, r = run.eval, run.rollout
+    eval_backend, _ = resolve_backend(e.backend, has_gpus=True, key="eval.backend")
+    shared = eval_backend == "vllm" and e.tensor_parallel_size == 1 and e.engines in (None, 1) and world_size == 1
+    if shared:
+        serves_why = "the 1-GPU cycle evaluates on vllm: the rollout engine evaluates the final checkpoint"
+    else:
+        serves_why = (f"eval.backend resolves to {eval_backend}, eval.tensor_parallel_size="
+                      f"{e.tensor_parallel_size}, {world_size} GPU(s): the eval phase starts its own engines")
+    engine = int(r.gpu_memory_utilization * total_bytes)
+    gb = 1e9
+    if r.vllm_sleep is not None:
+        sleep, sleep_why = r.vllm_sleep, f"rollout.vllm_sleep={str(r.vllm_sleep).lower()}"
+    else:
+        sleep = engine + step_bytes > free_bytes
+        sleep_why = (f"rollout.vllm_sleep=auto: engine {engine / gb:.0f} GB + training step ~{step_bytes / gb:.0f} GB "
+                     f"{'>' if sleep else '<='} {free_bytes / gb:.0f} GB free")
+    rollout_seqs = run.train.per_device_batch_size * run.train.grad_accum_steps  # one rank's step, one call
+    return RolloutEnginePlan(sleep=sleep, sleep_why=sleep_why, serves_eval=shared, serves_eval_why=serves_why,
+                             max_model_len=e.max_model_len if shared else None,
+                             max_num_seqs=max(rollout_seqs, e.max_num_seqs) if shared else rollout_seqs)

@@ -1,0 +1,98 @@
+"""The GPU path's glue, checked on the CPU: backend resolution, the phase environment vLLM needs
+inside a cycle, the rollout engine plan (sleep, one engine per cycle) and how a cycle books the
+evaluation its train phase ran."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from opsd_sweep.backends import resolve_backend, vllm_env, vllm_installed
+from opsd_sweep.config import ConfigError, load_run_config
+from opsd_sweep.cycle import _split_phase_seconds, locate_run, phase_env
+from opsd_sweep.train.engine_plan import plan_rollout_engine, training_step_bytes
+from tests.conftest import compose
+
+GB = 10**9
+
+
+def paper_run(*overrides: str):
+    return load_run_config(compose(["train.num_gpus=1", "train.per_device_batch_size=8", "train.grad_accum_steps=4",
+                                    *overrides]))
+
+
+def test_auto_is_hf_without_gpus_and_an_explicit_vllm_that_cannot_run_says_the_fix():
+    assert resolve_backend("auto", has_gpus=False, key="eval.backend") == ("hf", "eval.backend=auto: "
+                                                                          + ("no CUDA GPU is visible" if vllm_installed()
+                                                                             else "vllm is not installed"))
+    assert resolve_backend("hf", has_gpus=True, key="rollout.backend")[0] == "hf"
+    with pytest.raises(RuntimeError, match=r"rollout.backend=vllm but .*; use rollout.backend=auto .* or rollout.backend=hf"):
+        resolve_backend("vllm", has_gpus=False, key="rollout.backend")
+
+
+def test_the_defaults_are_auto_and_vllm_on_a_cpu_profile_is_refused_before_any_compute():
+    run = paper_run()
+    assert run.rollout.backend == "auto" and run.eval.backend == "auto" and run.rollout.vllm_sleep is None
+    with pytest.raises(ConfigError, match=r"rollout.backend=vllm needs GPUs but train.num_gpus=0 .* use rollout.backend=auto"):
+        load_run_config(compose(["profile=tiny", "rollout.backend=vllm"]))
+
+
+def test_backends_do_not_change_the_run_key():
+    assert locate_run(paper_run("rollout.backend=hf", "eval.backend=hf"))[0] == locate_run(paper_run())[0]
+
+
+def test_phases_spawn_vllm_engine_processes_and_share_compile_caches(tmp_path, monkeypatch):
+    """Without spawn the eval phase's engine core was forked after CUDA was initialised and failed
+    ('Cannot re-initialize CUDA in forked subprocess')."""
+    run = replace(paper_run(), cache_dir=str(tmp_path))
+    monkeypatch.delenv("VLLM_WORKER_MULTIPROC_METHOD", raising=False)
+    env = phase_env(run, ["3"])
+    assert env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn" and env["CUDA_VISIBLE_DEVICES"] == "3"
+    for key in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        assert env[key].startswith(str(tmp_path / "compile"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/mine")  # what the user set wins
+    assert phase_env(run, [])["TORCHINDUCTOR_CACHE_DIR"] == "/mine"
+    assert vllm_env(None) == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+
+
+class Qwen3_1_7B:  # the two config fields the estimate reads
+    hidden_size, num_hidden_layers = 2048, 28
+
+
+def test_the_engine_sleeps_only_when_it_and_the_training_step_do_not_both_fit():
+    run = paper_run("rollout.gpu_memory_utilization=0.5")
+    step = training_step_bytes(run, Qwen3_1_7B, longest_prompt=300)
+    assert 20 * GB < step < 35 * GB  # 8 x 1,324 tokens; the naive step peaked at 26 GB on an H200
+    roomy = plan_rollout_engine(run, 1, free_bytes=137 * GB, total_bytes=141 * GB, step_bytes=step)
+    tight = plan_rollout_engine(run, 1, free_bytes=80 * GB, total_bytes=141 * GB, step_bytes=step)
+    assert not roomy.sleep and tight.sleep and "auto" in tight.sleep_why
+    forced = plan_rollout_engine(paper_run("rollout.vllm_sleep=true"), 1, 137 * GB, 141 * GB, step)
+    assert forced.sleep and forced.sleep_why == "rollout.vllm_sleep=true"
+
+
+def test_one_engine_per_cycle_only_where_the_eval_would_run_one_vllm_engine_on_the_same_gpu():
+    step = 10 * GB
+    if vllm_installed():
+        shared = plan_rollout_engine(paper_run(), 1, 137 * GB, 141 * GB, step)
+        assert shared.serves_eval and shared.max_model_len == 40960 and shared.max_num_seqs == 256
+    alone = plan_rollout_engine(paper_run("eval.backend=hf"), 1, 137 * GB, 141 * GB, step)
+    assert not alone.serves_eval and alone.max_model_len is None and alone.max_num_seqs == 32
+    tp = paper_run("eval.tensor_parallel_size=2")
+    assert not plan_rollout_engine(tp, 1, 137 * GB, 141 * GB, step).serves_eval
+    assert not plan_rollout_engine(paper_run(), 2, 137 * GB, 141 * GB, step).serves_eval  # several ranks
+
+
+def test_a_train_phase_that_evaluated_books_that_time_to_the_eval_phase(tmp_path):
+    run = replace(paper_run("train.max_steps=2"), results_root=str(tmp_path))
+    _, run_dir = locate_run(run)
+    checkpoint = run_dir.checkpoint(2)
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    assert _split_phase_seconds("train", 100.0, run, run_dir) == {"train": 100.0}  # no eval.json yet
+    run_dir.eval_dir.mkdir(parents=True)
+    timing = {"engine": "the trainer's rollout engine", "wall_seconds": 30.0}
+    run_dir.eval_json.write_text(json.dumps({"checkpoint": str(checkpoint), "timing": timing}))
+    assert _split_phase_seconds("train", 100.0, run, run_dir) == {"train": 70.0, "evaluate": 30.0}
+    assert _split_phase_seconds("evaluate", 5.0, run, run_dir) == {"evaluate": 5.0}
