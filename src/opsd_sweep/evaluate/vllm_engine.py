@@ -21,11 +21,15 @@ LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 
 def lora_rank_bound(adapter_path: str) -> int:
     """The smallest rank vLLM accepts that holds the adapter's rank r (from adapter_config.json)."""
-    rank = int(json.loads((Path(adapter_path) / "adapter_config.json").read_text())["r"])
+    return rank_bound(int(json.loads((Path(adapter_path) / "adapter_config.json").read_text())["r"]), adapter_path)
+
+
+def rank_bound(rank: int, adapter: str = "the adapter") -> int:
+    """The smallest max_lora_rank vLLM accepts that holds rank `rank`."""
     for bound in LORA_RANKS:
         if rank <= bound:
             return bound
-    raise ValueError(f"LoRA adapter {adapter_path} has rank {rank} > {LORA_RANKS[-1]}, more than vLLM "
+    raise ValueError(f"LoRA adapter {adapter} has rank {rank} > {LORA_RANKS[-1]}, more than vLLM "
                      "serves; set eval.merge_lora=true to serve merged weights instead")
 
 

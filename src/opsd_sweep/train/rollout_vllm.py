@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from opsd_sweep.config import RunConfig
-from opsd_sweep.evaluate.vllm_engine import lora_rank_bound
+from opsd_sweep.evaluate.vllm_engine import rank_bound
 from opsd_sweep.train.rollout import Rollouts, trim_completion
 
 PEFT_PREFIX = "base_model.model."  # PeftModel -> LoraModel -> the transformers model
@@ -47,7 +47,7 @@ class VLLMRollout:
         self.llm = LLM(model=run.model.path, dtype=run.model.dtype, tensor_parallel_size=1,
                        distributed_executor_backend="external_launcher",
                        gpu_memory_utilization=cfg.gpu_memory_utilization, enable_lora=True,
-                       max_lora_rank=lora_rank_bound(run.train.lora.r), max_loras=1, seed=run.seed + rank,
+                       max_lora_rank=rank_bound(run.train.lora.r), max_loras=1, seed=run.seed + rank,
                        enable_sleep_mode=sleep, max_model_len=max_model_len, max_num_seqs=max_num_seqs)
         # what the engine holds in torch's allocator (weights + KV cache): kept apart from the trainer's peak
         self.engine_bytes = torch.cuda.memory_allocated(device) - before
