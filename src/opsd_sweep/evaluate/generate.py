@@ -92,6 +92,10 @@ def open_engine(spec: EngineSpec, device: str) -> Engine:
 class HFEngine:
     """Batched sampling with transformers `generate` (CPU, tiny models, small GPUs, benchmarks).
 
+    A checkpoint's LoRA adapter is served unmerged (a PeftModel in eval mode): its logits are the
+    trained model's, bit for bit. Merged into bf16 weights, an update below half an ulp of the base
+    weights (lr 5e-6 x 100 steps is about one ulp) would round away.
+
     `tokenizer` needs only pad_token_id, eos_token_id and decode(ids, skip_special_tokens=True).
     """
 
@@ -117,7 +121,7 @@ class HFEngine:
         if spec.adapter_path is not None:
             from peft import PeftModel
 
-            model = PeftModel.from_pretrained(model, spec.adapter_path).merge_and_unload()
+            model = PeftModel.from_pretrained(model, spec.adapter_path)  # unmerged: see the class docstring
         tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer_path)
         return cls(model.to(device), tokenizer, spec.sampling, spec.batch_size, spec.hf_cache, device)
 
