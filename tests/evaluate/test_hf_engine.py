@@ -1,14 +1,16 @@
-"""The hf engine on a small bf16 Qwen3 built from config: the LoRA checkpoint is served exactly (no bf16
-merge); the vllm merge_lora path merges in fp32 and counts what bf16 loses."""
+"""The hf engine on small Qwen3 models built from config: the LoRA checkpoint is served exactly (no bf16
+merge), generate calls are filled across shards, and every sample comes from its own job's seed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from opsd_sweep.evaluate.evaluator import merge_adapter
-from opsd_sweep.evaluate.generate import EngineSpec, HFEngine, Sampling
+from opsd_sweep.evaluate.generate import EngineSpec, HFEngine, Sampling, SeededSampler
+from opsd_sweep.evaluate.shards import plan_shards
 from opsd_sweep.tiny import build_tokenizer
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -140,3 +142,93 @@ def test_merge_lora_keeps_the_updates_bf16_holds_and_counts_those_it_loses(bf16_
     lost = sum(int((expected[name] != 0).sum()) for name in expected if name not in kept)
     line = f"the adapter changes {changed} weights; saved in bfloat16, {lost} of them round back"
     assert line in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def fp32_engine(tmp_path_factory) -> HFEngine:
+    return HFEngine.from_spec(spec_for(save_qwen3(tmp_path_factory.mktemp("fp32") / "model", "float32"), None,
+                                       "float32"), "cpu")
+
+
+PROMPTS = [[5 + p] * (3 + p % 4) + [7, 8] for p in range(6)]  # 6 problems, 5..8 tokens: batches are padded
+
+
+def serve(engine: HFEngine, shards, batch_size: int):
+    """Serve `shards` with a generate-call counter; return (finished shards in order, calls, progress)."""
+    served, calls, progress = [], [], []
+    engine.batch_size = batch_size
+    real = engine.generate
+
+    def counted(prompts, seeds):
+        calls.append(len(prompts))
+        return real(prompts, seeds)
+
+    engine.generate = counted
+    feed = iter(shards)
+    try:
+        engine.serve(PROMPTS, lambda: next(feed, None), lambda *done: served.append(done), progress.append)
+    finally:
+        del engine.generate
+    return served, calls, progress
+
+
+def test_hf_engine_fills_generate_calls_across_shards(fp32_engine):
+    shards = plan_shards([f"p{i}" for i in range(6)], n_samples=3, shard_size=4, seed=1)  # 18 jobs: 4,4,4,4,2
+    served, calls, progress = serve(fp32_engine, shards, batch_size=6)
+    assert calls == [6, 6, 6]  # not one call per shard (5); shards 1 and 3 each span two calls
+    assert progress == [6, 6, 6]
+    assert [shard.index for shard, _ in served] == [0, 1, 2, 3, 4]
+    assert all(len(samples) == len(shard.jobs) for shard, samples in served)
+    # each sample is its own job's: generating that job alone, with its seed, gives the same sample
+    for shard, samples in served:
+        for job, sample in zip(shard.jobs, samples, strict=True):
+            assert fp32_engine.generate([PROMPTS[job.problem]], [job.seed]) == [sample], (shard.index, job)
+    texts = [sample.text for _, samples in served for sample in samples]
+    assert len(set(texts)) > len(texts) // 2  # seeds differ, so do samples: the checks above are not vacuous
+
+
+def test_hf_samples_do_not_depend_on_batching_engines_or_resume(fp32_engine):
+    shards = plan_shards([f"p{i}" for i in range(6)], n_samples=3, shard_size=4, seed=1)
+    reference = {shard.index: samples for shard, samples in serve(fp32_engine, shards, batch_size=6)[0]}
+    resumed = serve(fp32_engine, [shards[1], shards[3], shards[4]], batch_size=6)[0]  # 0 and 2 already done
+    one_each = serve(fp32_engine, shards[::2], batch_size=16)[0] + serve(fp32_engine, shards[1::2], 16)[0]
+    for shard, samples in resumed + one_each:
+        assert samples == reference[shard.index], shard.index
+    reseeded = plan_shards([f"p{i}" for i in range(6)], n_samples=3, shard_size=4, seed=2)
+    assert [s for _, s in serve(fp32_engine, reseeded, batch_size=6)[0]] != list(reference.values())
+
+
+def with_sampling(engine: HFEngine, sampling: Sampling) -> HFEngine:
+    return HFEngine(engine.model, engine.tokenizer, sampling, engine.batch_size, engine.cache, engine.device)
+
+
+def test_top_k_one_samples_the_greedy_completions(fp32_engine):
+    shards = plan_shards([f"p{i}" for i in range(6)], n_samples=1, shard_size=4, seed=1)
+    sampled = serve(with_sampling(fp32_engine, replace(SAMPLING, top_k=1)), shards, 64)[0]
+    greedy = serve(with_sampling(fp32_engine, replace(SAMPLING, temperature=0.0)), shards, 64)[0]
+    assert [s for _, s in sampled] == [s for _, s in greedy]
+
+
+def test_hf_engine_never_asks_a_feed_again_after_it_ended(fp32_engine):
+    shards = plan_shards(["p0"], n_samples=2, shard_size=2, seed=1)
+    answers = iter([shards[0], None])  # a queue feed gives each engine one None: another get would block
+    finished = []
+    fp32_engine.serve(PROMPTS, lambda: next(answers), lambda shard, _: finished.append(shard), lambda n: None)
+    assert finished == shards
+
+
+def test_seeded_sampler_draws_each_row_from_its_distribution():
+    """20,000 rows of one distribution, one seed each: frequencies within 3 standard errors, and a
+    token with probability zero (masked by top-k) never drawn."""
+    import torch
+
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    rows = 20_000
+    scores = probs.log().expand(rows, 4).clone()
+    sampler = SeededSampler(replace(SAMPLING, top_k=3), seeds=range(rows))
+    forced = sampler(torch.zeros(rows, 1, dtype=torch.long), scores)
+    assert ((forced == 0).sum(dim=1) == 1).all()  # exactly one token left per row
+    counts = torch.bincount(forced.argmax(dim=1), minlength=4).double() / rows
+    kept = probs[:3] / probs[:3].sum()
+    assert counts[3] == 0
+    assert ((counts[:3] - kept).abs() < 3 * (kept * (1 - kept) / rows).sqrt()).all(), counts
