@@ -100,7 +100,7 @@ def _timed(engine: HFEngine, prompts: list[list[int]], device: str):
     if device == "cuda":
         torch.cuda.synchronize()
     started = time.monotonic()
-    samples = engine.generate(prompts, seed=0)
+    samples = engine.generate(prompts, seeds=range(len(prompts)))
     if device == "cuda":
         torch.cuda.synchronize()
     return time.monotonic() - started, samples

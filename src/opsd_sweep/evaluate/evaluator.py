@@ -72,7 +72,14 @@ def check_fits(run: RunConfig, prompts: list[list[int]]) -> None:
 
 
 def merge_adapter(spec: EngineSpec, out_dir: Path) -> EngineSpec:
-    """vllm with merge_lora: write base + adapter merged into one model dir (once) and serve that."""
+    """vllm with merge_lora: write base + adapter merged into one model dir (once) and serve that.
+
+    The merge is computed in float32 and saved in the model's dtype, the dtype vLLM serves. That is
+    exact only where base + update is a value of that dtype: in bf16 an update below half an ulp of
+    its base weight rounds back to the base weight (lr 5e-6 x 100 steps is about one ulp), so the
+    merged model can differ from the trained one; the printed line counts those weights. The default,
+    merge_lora=false, serves the adapter unmerged (a LoRARequest) and keeps every update.
+    """
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -82,8 +89,19 @@ def merge_adapter(spec: EngineSpec, out_dir: Path) -> EngineSpec:
     if not (marker.exists() and read_json(marker) == source):
         print(f"[evaluate] merging {spec.adapter_path} into {spec.model_path} -> {out_dir}", flush=True)
         shutil.rmtree(out_dir, ignore_errors=True)
-        model = AutoModelForCausalLM.from_pretrained(spec.model_path, dtype=getattr(torch, spec.dtype))
-        PeftModel.from_pretrained(model, spec.adapter_path).merge_and_unload().save_pretrained(out_dir)
+        dtype = getattr(torch, spec.dtype)
+        model = AutoModelForCausalLM.from_pretrained(spec.model_path, dtype=torch.float32)  # exact upcast
+        base = {name: weight.to(dtype, copy=True) for name, weight in model.state_dict().items()}
+        merged = PeftModel.from_pretrained(model, spec.adapter_path).merge_and_unload()
+        changed = lost = 0
+        for name, weight in merged.state_dict().items():
+            moved = weight != base[name]
+            changed += int(moved.sum())
+            lost += int((moved & (weight.to(dtype) == base[name])).sum())
+        keeps_all = " (eval.merge_lora=false serves them all)" if lost else ""
+        print(f"[evaluate] the adapter changes {changed} weights; saved in {spec.dtype}, {lost} of them "
+              f"round back to the base weight{keeps_all}", flush=True)
+        merged.to(dtype).save_pretrained(out_dir)
         AutoTokenizer.from_pretrained(spec.tokenizer_path).save_pretrained(out_dir)
         atomic_write_json(marker, source)
     return replace(spec, model_path=str(out_dir), tokenizer_path=str(out_dir), adapter_path=None)

@@ -5,15 +5,20 @@ finished shard back, reporting progress per finished sample:
 
     engine.serve(prompts, feed, finish, progress)
 
-`hf` (here) generates a shard in batches with transformers; `vllm` (vllm_engine.py, imported only
-when chosen) keeps many shards in flight with continuous batching. This module imports neither
+`hf` (here) fills each transformers `generate` call with up to eval.batch_size jobs, from as many
+shards as that takes; `vllm` (vllm_engine.py, imported only when chosen) keeps many shards in flight
+with continuous batching. Both draw every sample from its own Job.seed, so a sample does not depend on
+the sharding, the number of engines or a resume (hf: nor on its batch mates, as far as the batched
+kernels give its row the same logits; see SeededSampler). This module imports neither
 transformers nor the project config at import time, so benchmarks can use HFEngine on bare machines.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Protocol
 
 
@@ -30,14 +35,14 @@ class Sampling:
 class Job:
     problem: int  # index into the prompt list
     sample: int   # sample number within the problem
-    seed: int     # per-sample seed (vllm seeds each request with it)
+    seed: int     # per-sample seed: both backends draw the sample from it
     length: int | None = None  # benchmarks force this completion length (vllm only); evaluation leaves it None
 
 
 @dataclass(frozen=True)
 class Shard:
     index: int
-    seed: int               # hf seeds the shard's generate calls with it
+    seed: int               # read by no backend since hf seeds per job (plan_shards still sets it)
     jobs: tuple[Job, ...]
 
 
@@ -61,7 +66,7 @@ class EngineSpec:
     sampling: Sampling
     batch_size: int               # hf: sequences per generate call
     max_num_seqs: int             # vllm: sequences one engine decodes at once
-    max_in_flight: int            # vllm: sequences one engine takes from the queue at once (balances engines)
+    max_in_flight: int            # sequences one engine takes at once (balances engines; hf: caps its batch)
     hf_cache: str                 # hf: dynamic | static
     tensor_parallel_size: int     # vllm
     gpu_memory_utilization: float  # vllm
@@ -93,6 +98,10 @@ def open_engine(spec: EngineSpec, device: str) -> Engine:
 class HFEngine:
     """Batched sampling with transformers `generate` (CPU, tiny models, small GPUs, benchmarks).
 
+    A checkpoint's LoRA adapter is served unmerged (a PeftModel in eval mode): its logits are the
+    trained model's, bit for bit. Merged into bf16 weights, an update below half an ulp of the base
+    weights (lr 5e-6 x 100 steps is about one ulp) would round away.
+
     `tokenizer` needs only pad_token_id, eos_token_id and decode(ids, skip_special_tokens=True).
     """
 
@@ -118,43 +127,63 @@ class HFEngine:
         if spec.adapter_path is not None:
             from peft import PeftModel
 
-            model = PeftModel.from_pretrained(model, spec.adapter_path).merge_and_unload()
+            model = PeftModel.from_pretrained(model, spec.adapter_path)  # unmerged: see the class docstring
         tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer_path)
-        return cls(model.to(device), tokenizer, spec.sampling, spec.batch_size, spec.hf_cache, device)
+        # max_in_flight <= batch_size: data-parallel engines share a small remainder, not one takes it all
+        return cls(model.to(device), tokenizer, spec.sampling, min(spec.batch_size, spec.max_in_flight),
+                   spec.hf_cache, device)
 
     def serve(self, prompts: Sequence[list[int]], feed: Feed, finish: Finish, progress: Progress) -> None:
-        while (shard := feed()) is not None:
-            if any(job.length is not None for job in shard.jobs):
-                raise ValueError(f"shard {shard.index} forces completion lengths (Job.length), which only the "
-                                 "vllm backend honours; use eval.backend=vllm or leave Job.length None")
-            samples: list[Sample] = []
-            for start in range(0, len(shard.jobs), self.batch_size):
-                batch = shard.jobs[start:start + self.batch_size]
-                samples += self.generate([prompts[job.problem] for job in batch], seed=shard.seed + start)
-                progress(len(batch))
-            finish(shard, samples)
+        """Take shards until batch_size jobs are waiting (or the feed ends), generate them in one call,
+        and finish every shard whose samples are all done (a shard may span two calls)."""
+        held: list[tuple[Shard, list[Sample]]] = []  # taken shards in feed order, with their samples so far
+        waiting: list[Job] = []                      # their jobs not generated yet, in the same order
+        fed_all = False
+        while True:
+            while not fed_all and len(waiting) < self.batch_size:
+                shard = feed()
+                if shard is None:
+                    fed_all = True  # a queue feed yields one None per engine: never ask again
+                    break
+                if any(job.length is not None for job in shard.jobs):
+                    raise ValueError(f"shard {shard.index} forces completion lengths (Job.length), which "
+                                     "only the vllm backend honours; use eval.backend=vllm or leave "
+                                     "Job.length None")
+                held.append((shard, []))
+                waiting += shard.jobs
+            if not waiting:
+                return
+            batch, waiting = waiting[:self.batch_size], waiting[self.batch_size:]
+            samples = iter(self.generate([prompts[job.problem] for job in batch],
+                                         [job.seed for job in batch]))
+            progress(len(batch))
+            for shard, done in held:  # the batch continues the held shards in order
+                done += islice(samples, len(shard.jobs) - len(done))
+            while held and len(held[0][1]) == len(held[0][0].jobs):
+                finish(*held.pop(0))
 
-    def generate(self, prompts: Sequence[list[int]], seed: int) -> list[Sample]:
-        """One left-padded generate call over the prompts (one sample each)."""
+    def generate(self, prompts: Sequence[list[int]], seeds: Sequence[int]) -> list[Sample]:
+        """One left-padded generate call over the prompts (one sample each, prompt i drawn with seeds[i])."""
         import torch
 
-        torch.manual_seed(seed)
         pad = self.pad_id
         width = max(len(p) for p in prompts)
         ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
         with torch.no_grad():
-            out = self.model.generate(input_ids=ids, attention_mask=mask, **self._generate_kwargs())
+            out = self.model.generate(input_ids=ids, attention_mask=mask, **self._generate_kwargs(seeds))
         return [self._sample(row) for row in out[:, width:].tolist()]
 
-    def _generate_kwargs(self) -> dict:
+    def _generate_kwargs(self, seeds: Sequence[int]) -> dict:
+        from transformers import LogitsProcessorList
+
         s = self.sampling
-        # every knob explicit: values left unset would be filled from the model's generation_config
+        # every knob explicit: values left unset would be filled from the model's generation_config.
+        # generate itself decodes greedily: when sampling, SeededSampler has already left one token per row.
         kwargs = {"max_new_tokens": s.max_new_tokens, "min_new_tokens": s.min_new_tokens,
-                  "pad_token_id": self.pad_id, "eos_token_id": self.eos_ids,
-                  "do_sample": s.temperature > 0}
+                  "pad_token_id": self.pad_id, "eos_token_id": self.eos_ids, "do_sample": False}
         if s.temperature > 0:
-            kwargs |= {"temperature": s.temperature, "top_p": s.top_p, "top_k": max(s.top_k, 0)}
+            kwargs["logits_processor"] = LogitsProcessorList([SeededSampler(s, seeds)])
         if self.cache == "static":
             kwargs["cache_implementation"] = "static"
         return kwargs
@@ -164,3 +193,38 @@ class HFEngine:
         completion = row[:stop] if stop else row
         return Sample(self.tokenizer.decode(completion, skip_special_tokens=True), len(completion),
                       "stop" if stop else "length")
+
+
+class SeededSampler:
+    """A logits processor for `generate` that draws row i's next token from its own random stream
+    (seeded with seeds[i]) and masks every other token, so the greedy step emits the draw.
+
+    transformers' own sampling draws all rows from one global generator, so a row's sample would
+    depend on which sequences share its batch. Here it depends on its seed and its logits only: the
+    same sample whatever the batching, the engine count or a resume, as long as the logits are equal
+    bit for bit (batched kernels may round a row differently with other batch mates or padding; a
+    draw then flips only when it lies within that rounding of a token boundary). Temperature, top-k
+    and top-p are transformers' own warpers, applied in generate's order.
+    """
+
+    def __init__(self, sampling: Sampling, seeds: Sequence[int]):
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.warpers = [TemperatureLogitsWarper(sampling.temperature)]
+        if sampling.top_k > 0:
+            self.warpers.append(TopKLogitsWarper(sampling.top_k))
+        if sampling.top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(sampling.top_p))
+        self.streams = [random.Random(seed) for seed in seeds]
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        for warp in self.warpers:
+            scores = warp(input_ids, scores)
+        cdf = scores.double().softmax(dim=-1).cumsum(dim=-1)
+        # inverse CDF at a point in (0, total]: a zero-probability token is never the first to reach it
+        point = torch.tensor([[1.0 - stream.random()] for stream in self.streams], dtype=torch.float64,
+                             device=scores.device) * cdf[:, -1:]
+        drawn = torch.searchsorted(cdf, point)
+        return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)

@@ -75,7 +75,8 @@ def run_plan(spec: EngineSpec, prompts: list[list[int]], shards: list[Shard], st
     if not pending:
         return resumed
     # each engine takes at most its fair share at once, so the first engine up cannot take everything
-    spec = replace(spec, max_in_flight=max(1, min(spec.max_num_seqs, math.ceil(pending_jobs / len(groups)))))
+    cap = spec.max_num_seqs if spec.backend == "vllm" else spec.batch_size
+    spec = replace(spec, max_in_flight=max(1, min(cap, math.ceil(pending_jobs / len(groups)))))
     with tqdm(total=total, initial=total - pending_jobs, desc=f"{desc} ({len(groups)} engine(s))",
               unit="sample") as bar:
         if len(groups) == 1:
