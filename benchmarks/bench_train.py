@@ -359,6 +359,7 @@ def bench_rollout(s: Shapes, peft_model, device) -> dict:
 
 def write_world(s: Shapes, model, root: Path) -> Path:
     """Model dir + tokenizer + a dataset whose rendered prompts have the recipe's lengths."""
+    from opsd_sweep.random_world import text_of_length
     from opsd_sweep.tiny import build_tokenizer
 
     rng = random.Random(2)
@@ -377,16 +378,6 @@ def write_world(s: Shapes, model, root: Path) -> Path:
         rows.append({"id": str(i), "problem": problem, "solution": solution})
     (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return root
-
-
-def text_of_length(tokenizer, words, rng, n_tokens: int) -> str:
-    """Random words, as many as fit in n_tokens tokens (binary search over the word count)."""
-    pool = rng.choices(words, k=2 * n_tokens)
-    low, high = 1, len(pool)
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if len(tokenizer(" ".join(pool[:mid]))["input_ids"]) <= n_tokens else (low, mid - 1)
-    return " ".join(pool[:low])
 
 
 def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: bool,

@@ -1,0 +1,51 @@
+"""make gpu-check's own logic on the CPU: the sweep it runs composes and validates, and a run dir is
+judged right (one metrics line per step, a complete eval.json) with its fixed cost computed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from opsd_sweep.config import load_run_config
+from opsd_sweep.gpu_check import CheckFailed, cycle_figures, sweep_args
+from tests.conftest import compose
+
+
+def test_the_sweep_it_runs_is_a_valid_one_gpu_recipe_batch(tmp_path):
+    args = sweep_args(tmp_path / "world", None, 3, 1024, 2, "1,2", tmp_path / "results", "gpu-check")
+    assert args[0] == "-m" and "seed=1,2" in args
+    run = load_run_config(compose([a.replace("seed=1,2", "seed=1") for a in args[1:]]))
+    assert (run.train.num_gpus, run.train.global_batch_size, run.train.max_steps) == (1, 32, 3)
+    assert run.rollout.backend == run.eval.backend == "auto"  # the defaults, as a user gets them
+    assert run.model.path == str(tmp_path / "world" / "model") and run.eval.n_samples == 2
+
+
+def write_run(root: Path, steps: list[int], samples_per_problem: int) -> Path:
+    run_dir = root / "lr5e-06-s1-abcd1234"
+    (run_dir / "train").mkdir(parents=True)
+    (run_dir / "eval").mkdir()
+    (run_dir / "status.json").write_text(json.dumps({"state": "done", "phase_seconds": {"train": 100.0, "evaluate": 20.0}}))
+    lines = [{"step": s, "step_seconds": 40.0 if s == 1 else 5.0, "time_rollout": 3.0, "rollout_backend": "vllm",
+              "peak_mem_gb": 50.0, "engine_mem_gb": 74.0} for s in steps]
+    (run_dir / "train/metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    problems = [{"id": f"p{i}", "samples": [{"correct": False}] * samples_per_problem} for i in range(3)]
+    evaluation = {"n_problems": 3, "problems": problems, "metrics": {"avg_at_n": 0.0}, "backend": "vllm",
+                  "timing": {"engine": "own", "generation_seconds": 10.0, "grading_seconds": 1.0}}
+    (run_dir / "eval/eval.json").write_text(json.dumps(evaluation))
+    return run_dir
+
+
+def test_a_good_run_gives_its_steady_step_and_fixed_cost(tmp_path):
+    figures = cycle_figures(write_run(tmp_path, [1, 2, 3], 2), steps=3, eval_samples=2, n_eval=3)
+    assert figures["steady_step_s"] == 5.0 and figures["first_step_s"] == 40.0
+    assert figures["fixed_cost_s"] == 120.0 - 3 * 5.0 - 10.0
+    assert figures["steady_step_parts_s"] == {"rollout": 3.0} and figures["rollout_backend"] == "vllm"
+
+
+@pytest.mark.parametrize("steps, samples, message", [([1, 2, 2, 3], 2, "expected one line per step 1..3"),
+                                                     ([1, 2, 3], 1, "3 problems and 3 samples, expected 3 x 2")])
+def test_a_repeated_step_or_a_short_eval_fails_the_check(tmp_path, steps, samples, message):
+    with pytest.raises(CheckFailed, match=message):
+        cycle_figures(write_run(tmp_path, steps, samples), steps=3, eval_samples=2, n_eval=3)
