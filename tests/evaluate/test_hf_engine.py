@@ -37,7 +37,7 @@ def save_qwen3(root: Path, dtype: str) -> Path:
 def spec_for(model_dir: Path, adapter_dir: Path | None, dtype: str, batch_size: int = 4) -> EngineSpec:
     return EngineSpec(backend="hf", model_path=str(model_dir), tokenizer_path=str(model_dir),
                       adapter_path=str(adapter_dir) if adapter_dir else None, dtype=dtype,
-                      attn_implementation="sdpa", sampling=SAMPLING, batch_size=batch_size,
+                      attn_implementation="sdpa", sampling=SAMPLING, batch_size=batch_size, max_num_seqs=batch_size,
                       max_in_flight=batch_size, hf_cache="dynamic", tensor_parallel_size=1,
                       gpu_memory_utilization=0.9, max_model_len=256, seed=0)
 

@@ -47,7 +47,8 @@ def test_phases_spawn_vllm_engine_processes_and_share_compile_caches(tmp_path, m
     """Without spawn the eval phase's engine core was forked after CUDA was initialised and failed
     ('Cannot re-initialize CUDA in forked subprocess')."""
     run = replace(paper_run(), cache_dir=str(tmp_path))
-    monkeypatch.delenv("VLLM_WORKER_MULTIPROC_METHOD", raising=False)
+    for key in vllm_env(tmp_path):  # an in-process evaluation earlier in this session may have set them
+        monkeypatch.delenv(key, raising=False)
     env = phase_env(run, ["3"])
     assert env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn" and env["CUDA_VISIBLE_DEVICES"] == "3"
     for key in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
