@@ -23,8 +23,16 @@ from opsd_sweep.analysis.report import metric_display, print_table, write_markdo
 from opsd_sweep.analysis.settings import AUTO, SummarySettings, load_anchor, load_settings
 
 
+EXAMPLES = """examples:
+  python -m opsd_sweep.summary results/lr_grid --baseline lr_scheduler=constant   # vs the in-sweep baseline
+  python -m opsd_sweep.summary 'results/*' --metric pass_at_4 --pool-sd            # all groups, another metric
+  python -m opsd_sweep.summary results --anchor none --target-effect 3             # no published anchor
+"""
+
+
 def parse_args(argv: list[str] | None) -> SummarySettings:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m opsd_sweep.summary", description=__doc__, epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("roots", nargs="*", help="results roots (globs allowed); default: conf/summary.yaml roots")
     parser.add_argument("--out", help="output folder (default: the first root)")
     parser.add_argument("--external", nargs="+", help="CSV(s) of external per-run results: config, run_id, metrics")

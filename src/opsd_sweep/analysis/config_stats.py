@@ -84,6 +84,8 @@ def select_baseline(table: pd.DataFrame, selector: str | None) -> str | None:
 
 
 def _same_value(value, wanted: str) -> bool:
+    if wanted.lower() in ("none", "null"):  # an unset knob (loss_top_k=null) is a missing value in the table
+        return value is None or (isinstance(value, float) and math.isnan(value))
     try:
         return math.isclose(float(value), float(wanted), rel_tol=1e-9)
     except (TypeError, ValueError):
