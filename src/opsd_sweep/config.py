@@ -60,6 +60,10 @@ class TrainConfig:
     max_grad_norm: float = MISSING
     gradient_checkpointing: bool = MISSING
     compile: bool = MISSING  # torch.compile each decoder layer, on GPU only (fuses the element-wise work)
+    teacher: str = MISSING     # fixed | ema | student (opsd_sweep.train.teacher)
+    ema_decay: float = MISSING  # teacher=ema: ema <- decay * ema + (1 - decay) * weights per optimizer step
+    report_to: str = MISSING    # none | tensorboard | wandb (opsd_sweep.trackers)
+    wandb_project: str = MISSING  # report_to=wandb: the W&B project
     lora: LoraConfig = field(default_factory=LoraConfig)
     student_thinking: bool = MISSING
     teacher_thinking: bool = MISSING
@@ -208,8 +212,15 @@ NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers"),
                           "rollout": ("gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
-                          "train": ("compile",),
+                          "train": ("compile", "report_to", "wandb_project"),
                           "tiny": ("dir",)}
+
+# Knobs added after runs existed, at the value those runs had: left out of the key there, so a finished
+# run keeps its directory. ema_decay counts only with the EMA teacher.
+KEY_OMITTED_WHEN = {("train", "teacher"): lambda train: train["teacher"] == "fixed",
+                    ("train", "ema_decay"): lambda train: train["teacher"] != "ema"}
+TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
+REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
 
 CHOICES = {
     "model.dtype": ("bfloat16", "float32", "float16"),
@@ -280,6 +291,12 @@ def validate(run: RunConfig) -> list[str]:
          f"{world * t.per_device_batch_size * t.grad_accum_steps}; change one of them so they agree")
     need(0 <= t.warmup_ratio < 1, f"train.warmup_ratio={t.warmup_ratio} must be in [0, 1)")
     need(t.max_grad_norm > 0, f"train.max_grad_norm={t.max_grad_norm} must be > 0")
+    need(t.teacher in TEACHERS, f"train.teacher={t.teacher!r} is not one of {list(TEACHERS)}")
+    need(0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = fixed teacher, 0 = student)")
+    need(t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}")
+    from opsd_sweep.trackers import missing_tracker_package  # (it imports this module)
+    tracker_problem = missing_tracker_package(t.report_to)
+    need(tracker_problem is None, str(tracker_problem))
     need(t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1")
     need(0 <= t.lora.dropout < 1, f"train.lora.dropout={t.lora.dropout} must be in [0, 1)")
     for key, template, fields in (("train.student_prompt", t.student_prompt, ("problem",)),
@@ -361,4 +378,7 @@ def semantic_dict(run: RunConfig) -> dict:
         if data.get(section) is not None:
             for key in keys:
                 data[section].pop(key, None)
+    omitted = [(section, key) for (section, key), when in KEY_OMITTED_WHEN.items() if when(data[section])]
+    for section, key in omitted:
+        data[section].pop(key)
     return data

@@ -112,6 +112,11 @@ class RunDir:
         return self.eval_dir / "eval.json"
 
     @property
+    def tensorboard(self) -> Path:
+        """TensorBoard event files of the run (train.report_to=tensorboard)."""
+        return self.path / "tensorboard"
+
+    @property
     def logs(self) -> Path:
         return self.path / "logs"
 

@@ -172,13 +172,15 @@ def test_compiled_decoder_layers_give_the_same_loss_and_gradients(world):
     from opsd_sweep.train.collate import collate
     from opsd_sweep.train.distill import DistillationModel
     from opsd_sweep.train.loss import LossSpec
+    from opsd_sweep.train.teacher import Teacher
     from opsd_sweep.train.trainer import compile_decoder_layers
 
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(world / "model", dtype=torch.float32)
     peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
                                                  init_lora_weights=False))
-    model = DistillationModel(peft_model, LossSpec(clip=0.05, chunk_size=8))
+    model = DistillationModel(peft_model, LossSpec(clip=0.05, chunk_size=8),
+                              Teacher("fixed", 0.999, peft_model, sharded=False))
     completions = [[11, 12, 13, 14], [15, 16, 17]]
     student = collate([[5, 6, 7], [8, 9]], completions, 0)
     teacher = collate([[5, 6, 7, 20, 21], [8, 9, 22]], completions, 0)

@@ -27,6 +27,7 @@ from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
 from opsd_sweep.modeling import load_tokenizer
 from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, read_json, utc_now
+from opsd_sweep.trackers import log_eval
 
 
 def resolve_weights(run: RunConfig, checkpoint: Path | None) -> tuple[str, str, str | None]:
@@ -174,5 +175,6 @@ def main(run_dir: str | Path) -> dict:
             raise SystemExit(f"{run_dir.path}: no complete checkpoint under {run_dir.train_dir}; train first")
         checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None  # a standalone eval's dir
     result = evaluate(run, checkpoint, run_dir.eval_dir)
+    log_eval(run, run_dir, result["metrics"])
     print(summary_line(result), flush=True)
     return result

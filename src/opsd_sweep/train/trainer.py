@@ -31,7 +31,9 @@ from opsd_sweep.train.distill import DistillationModel
 from opsd_sweep.train.loss import LossSpec
 from opsd_sweep.train.rollout import Rollouts, make_rollout
 from opsd_sweep.train.schedule import make_scheduler
+from opsd_sweep.train.teacher import Teacher
 from opsd_sweep.train.timing import PhaseTimer
+from opsd_sweep.trackers import open_tracker
 
 PHASES = ("rollout", "teacher", "student", "loss", "backward", "optimizer", "weight_sync")
 
@@ -65,7 +67,8 @@ class OPSDTrainer:
         spec = LossSpec(beta=self.run.loss.beta, temperature=self.run.loss.temperature, clip=self.run.clip,
                         clip_mode=self.run.loss.clip_mode, top_k=self.run.loss_top_k,
                         chunk_size=self.run.loss.chunk_size)
-        model = DistillationModel(peft_model, spec)
+        self.teacher = Teacher(self.t.teacher, self.t.ema_decay, peft_model, sharded=self.sharded)
+        model = DistillationModel(peft_model, spec, self.teacher)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
                                       lr=self.run.learning_rate, weight_decay=self.t.weight_decay)
         self.scheduler = make_scheduler(optimizer, self.t)
@@ -78,6 +81,7 @@ class OPSDTrainer:
         if self.t.compile and acc.device.type == "cuda":  # on CPU compiling costs more than it saves
             compile_decoder_layers(self.peft_model)
         self._push_weights()
+        self.tracker = open_tracker(self.run, self.run_dir, phase="train", step=self.step)
 
     def _check_world(self) -> None:
         acc, t = self.accelerator, self.t
@@ -158,6 +162,7 @@ class OPSDTrainer:
             lr = self.scheduler.get_last_lr()[0]
             self.optimizer.step()
             self.scheduler.step()
+            self.teacher.update()
             self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         with timer("weight_sync"):
@@ -205,6 +210,7 @@ class OPSDTrainer:
                 torch.cuda.reset_peak_memory_stats()
             line = self.train_step()
             self._write_metrics(line)
+            self.tracker.log({"train": line}, self.step)
             bar.update(1)
             bar.set_postfix(loss=f"{line['loss']:.4f}", kl=f"{line['kl_true']:.4f}",
                             len=f"{line['rollout_len']:.0f}", s=f"{line['step_seconds']:.2f}")
@@ -241,17 +247,20 @@ class OPSDTrainer:
     def save_checkpoint(self) -> None:
         checkpoint.save_checkpoint(self.run_dir.checkpoint(self.step), accelerator=self.accelerator,
                                    save_adapter=self._save_adapter, optimizer=self.optimizer,
-                                   scheduler=self.scheduler, step=self.step, sharded_optimizer=self.sharded)
+                                   scheduler=self.scheduler, step=self.step, sharded_optimizer=self.sharded,
+                                   teacher=self.teacher.state_dict())
 
     def _resume(self, path: Path) -> None:
         self.step = checkpoint.load_trainer_state(path, accelerator=self.accelerator, optimizer=self.optimizer,
-                                                  scheduler=self.scheduler, sharded_optimizer=self.sharded)
+                                                  scheduler=self.scheduler, sharded_optimizer=self.sharded,
+                                                  teacher=self.teacher)
         if self.accelerator.is_main_process:
             checkpoint.remove_partial_checkpoints(self.run_dir.train_dir)
             _truncate_metrics(self.run_dir.metrics, self.step)
         self.accelerator.print(f"resumed from {path} at step {self.step}")
 
     def cleanup(self) -> None:
+        self.tracker.finish()
         self.accelerator.end_training()
 
 
