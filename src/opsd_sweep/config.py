@@ -91,6 +91,17 @@ class LossConfig:
 
 
 @dataclass
+class BenchmarkConfig:
+    """One dataset of an eval suite (eval.suite.<name>, conf/eval/benchmark/)."""
+    name: str = MISSING
+    path: str = MISSING
+    split: str = MISSING
+    problem_field: str = MISSING
+    answer_field: str = MISSING
+    id_field: Optional[str] = MISSING
+
+
+@dataclass
 class EvalConfig:
     name: str = MISSING
     path: str = MISSING
@@ -108,6 +119,7 @@ class EvalConfig:
     max_problems: Optional[int] = MISSING
     prompt: str = MISSING
     id_field: Optional[str] = MISSING        # null = row position
+    suite: Optional[dict[str, BenchmarkConfig]] = MISSING  # several benchmarks in one eval (null = the dataset above)
     checkpoint: Optional[str] = MISSING      # standalone mode: adapter or model dir (null = base model)
     shard_size: int = MISSING                # samples per resumable shard file
     engines: Optional[int] = MISSING         # data-parallel engines (null = one per GPU group)
@@ -256,7 +268,7 @@ def _make_paths_absolute(run: RunConfig) -> None:
     run.cache_dir = str(Path(run.cache_dir).expanduser().absolute())
     if run.tiny is not None:
         run.tiny.dir = str(Path(run.tiny.dir).expanduser().absolute())
-    for section in (run.model, run.data, run.eval):
+    for section in (run.model, run.data, run.eval, *(run.eval.suite or {}).values()):
         if is_local_path(section.path):
             section.path = str(Path(section.path).expanduser().absolute())
 

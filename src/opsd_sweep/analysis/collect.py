@@ -160,15 +160,22 @@ def gpu_hours(status: dict) -> dict:
 
 
 def eval_metrics(evaluation: dict) -> dict:
-    """The evaluator's metrics flattened: avg_at_n, pass_at_<k> for every k, maj_at_n, rates, tokens."""
+    """The evaluator's metrics flattened: avg_at_n, pass_at_<k> for every k, maj_at_n, rates, tokens;
+    an eval suite adds `pooled` and each benchmark's own as `<benchmark>.<metric>`."""
     metrics = evaluation.get("metrics")
     if not isinstance(metrics, dict):
         raise UnreadableRun("eval.json has no metrics")
-    out = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
-    out |= {f"pass_at_{k}": float(v) for k, v in (metrics.get("pass_at_k") or {}).items()}
+    out = _flat_metrics(metrics)
+    for name, own in (evaluation.get("benchmarks") or {}).items():
+        out |= {f"{name}.{key}": value for key, value in _flat_metrics(own).items()}
     out["n_problems"] = evaluation.get("n_problems")
     out["n_samples"] = evaluation.get("n_samples")
     return out
+
+
+def _flat_metrics(metrics: dict) -> dict:
+    out = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+    return out | {f"pass_at_{k}": float(v) for k, v in (metrics.get("pass_at_k") or {}).items()}
 
 
 def sample_rows(run_id: str, evaluation: dict) -> list[tuple]:

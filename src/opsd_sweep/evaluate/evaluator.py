@@ -21,7 +21,7 @@ from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.evaluate.datasets import Problem, load_problems
 from opsd_sweep.evaluate.generate import EngineSpec, Sample, Sampling
 from opsd_sweep.evaluate.grade import Grade, grade_many
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
@@ -97,7 +97,7 @@ def problem_records(problems: list[Problem], n_samples: int, samples: dict[tuple
             sample, graded = samples[p, s], grades[p * n_samples + s]
             rows.append({"pred": graded.pred, "correct": graded.correct, "formatted": graded.formatted,
                          "n_tokens": sample.n_tokens, "finish_reason": sample.finish_reason})
-        records.append({"id": problem.id, "answer": problem.answer, "samples": rows})
+        records.append({"id": problem.id, "benchmark": problem.benchmark, "answer": problem.answer, "samples": rows})
     return records
 
 
@@ -145,6 +145,8 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path) -> dict:
                    "grading_seconds": round(time.monotonic() - started, 2)},
         "metrics": compute_metrics(records), "problems": records,
     }
+    if e.suite is not None:  # eval.json keeps each benchmark; metrics (and pooled) are over all problems
+        result["metrics"], result["benchmarks"] = suite_metrics(records)
     texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": samples[p, s].text}) + "\n"
                     for p in range(len(problems)) for s in range(e.n_samples))
     atomic_write_text(eval_dir / "completions.jsonl", texts)
