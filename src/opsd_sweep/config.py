@@ -119,7 +119,7 @@ class EvalConfig:
     max_problems: Optional[int] = MISSING
     prompt: str = MISSING
     id_field: Optional[str] = MISSING        # null = row position
-    suite: Optional[dict[str, BenchmarkConfig]] = MISSING  # several benchmarks in one eval (null = the dataset above)
+    suite: Optional[dict[str, BenchmarkConfig]] = MISSING  # benchmarks evaluated together (null = the one above)
     checkpoint: Optional[str] = MISSING      # standalone mode: adapter or model dir (null = base model)
     shard_size: int = MISSING                # samples per resumable shard file
     engines: Optional[int] = MISSING         # data-parallel engines (null = one per GPU group)
@@ -304,7 +304,8 @@ def validate(run: RunConfig) -> list[str]:
     need(0 <= t.warmup_ratio < 1, f"train.warmup_ratio={t.warmup_ratio} must be in [0, 1)")
     need(t.max_grad_norm > 0, f"train.max_grad_norm={t.max_grad_norm} must be > 0")
     need(t.teacher in TEACHERS, f"train.teacher={t.teacher!r} is not one of {list(TEACHERS)}")
-    need(0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = fixed teacher, 0 = student)")
+    need(0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = the fixed teacher, 0 = the "
+                                "student teacher)")
     need(t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}")
     from opsd_sweep.trackers import missing_tracker_package  # (it imports this module)
     tracker_problem = missing_tracker_package(t.report_to)

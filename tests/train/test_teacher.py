@@ -3,9 +3,7 @@ follows its update rule, and a run killed with SIGKILL resumes to the same EMA a
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import time
 
 import pytest
 import torch
@@ -14,7 +12,7 @@ from opsd_sweep.config import ConfigError, semantic_dict
 from opsd_sweep.runs import run_key
 from opsd_sweep.train.trainer import OPSDTrainer
 from tests.train.conftest import make_run_dir, train_run
-from tests.train.test_trainer import read_metrics, train_command, trainer_env
+from tests.train.test_trainer import kill_at_checkpoint, read_metrics, train_command, trainer_env
 
 # LoRA dropout > 0: the student and EMA teachers run in eval mode, the student forward does not.
 STEPS = ("train.max_steps=3", "train.save_steps=1", "train.lora.dropout=0.1", "seed=3")
@@ -84,15 +82,8 @@ def test_resume_after_kill_9_gives_the_same_ema_and_loss(world, tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     killed = dirs["killed"]
-    proc = subprocess.Popen(train_command(killed), env=trainer_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not killed.checkpoint(2).exists():
-        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
-        assert time.monotonic() < deadline, "no checkpoint-2 within 120 s"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL and not killed.checkpoint(4).exists()
+    kill_at_checkpoint(killed, 2)
+    assert not killed.checkpoint(4).exists()
     again = subprocess.run(train_command(killed), env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "at step 2" in again.stdout + again.stderr

@@ -127,7 +127,8 @@ def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, matr
             boot = stats.hierarchical_bootstrap_ci(matrices[label].to_numpy(), rng, level=s.level,
                                                    n_boot=s.bootstrap_reps)
             row |= {"boot_low": boot.low, "boot_high": boot.high}
-        if metric in PER_PROBLEM_METRICS and "eval_var" in group and group["eval_var"].notna().all() and n >= 2:
+        per_problem = metric in PER_PROBLEM_METRICS and "eval_var" in group
+        if per_problem and group["eval_var"].notna().all() and n >= 2:
             split = stats.variance_decomposition(scores, group["eval_var"].to_numpy(float))
             row |= {"eval_sd": math.sqrt(split.eval_var), "train_sd": math.sqrt(split.train_var),
                     "eval_share": split.eval_share}

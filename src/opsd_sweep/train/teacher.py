@@ -29,8 +29,8 @@ class Teacher:
         if kind not in TEACHERS:
             raise ValueError(f"train.teacher={kind!r} is not one of {list(TEACHERS)}")
         if kind == "ema" and sharded:
-            raise ValueError("train.teacher=ema keeps a full copy of the LoRA weights per rank, which FSDP shards; "
-                             "use a DDP launcher (launchers/accelerate/ddp_*.yaml) or train.teacher=fixed")
+            raise ValueError("train.teacher=ema keeps a full copy of the LoRA weights per rank, which FSDP "
+                             "shards; use a DDP launcher (launchers/accelerate/ddp_*.yaml) or train.teacher=fixed")
         self.kind, self.decay, self.peft_model = kind, decay, peft_model
         # The same Parameter objects DDP wraps: in-place swaps reach the wrapped model too.
         self.params = {name: p for name, p in peft_model.named_parameters() if p.requires_grad}
@@ -86,6 +86,6 @@ class Teacher:
         if self.kind != "ema" or step == 0:
             return
         if state is None or set(state["ema"]) != set(self.params):
-            raise RuntimeError(f"the checkpoint of step {step} holds no EMA of these LoRA weights, but train.teacher=ema "
-                               "needs it to resume; start the run again from scratch (force=true)")
+            raise RuntimeError(f"the checkpoint of step {step} holds no EMA of these LoRA weights, but "
+                               "train.teacher=ema needs it to resume; start the run again from scratch (force=true)")
         self.ema = {name: state["ema"][name].to(p.device, torch.float32) for name, p in self.params.items()}
