@@ -120,6 +120,8 @@ class EvalConfig:
     prompt: str = MISSING
     id_field: Optional[str] = MISSING        # null = row position
     suite: Optional[dict[str, BenchmarkConfig]] = MISSING  # benchmarks evaluated together (null = the one above)
+    checkpoints: str = MISSING               # final | all (every saved checkpoint, each its own eval)
+    average_last: int = MISSING              # checkpoints=all: the report's mean over each run's last k
     checkpoint: Optional[str] = MISSING      # standalone mode: adapter or model dir (null = base model)
     shard_size: int = MISSING                # samples per resumable shard file
     engines: Optional[int] = MISSING         # data-parallel engines (null = one per GPU group)
@@ -222,7 +224,7 @@ NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_fai
 NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
                           "eval": ("path", "batch_size", "backend", "shard_size", "engines", "tensor_parallel_size",
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
-                                   "grade_workers"),
+                                   "grade_workers", "average_last"),
                           "rollout": ("gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
                           "train": ("compile", "report_to", "wandb_project"),
                           "tiny": ("dir",)}
@@ -230,9 +232,11 @@ NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
 # Knobs added after runs existed, at the value those runs had: left out of the key there, so a finished
 # run keeps its directory. ema_decay counts only with the EMA teacher.
 KEY_OMITTED_WHEN = {("train", "teacher"): lambda train: train["teacher"] == "fixed",
-                    ("train", "ema_decay"): lambda train: train["teacher"] != "ema"}
+                    ("train", "ema_decay"): lambda train: train["teacher"] != "ema",
+                    ("eval", "checkpoints"): lambda e: e["checkpoints"] == "final"}
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
+EVAL_CHECKPOINTS = ("final", "all")
 
 CHOICES = {
     "model.dtype": ("bfloat16", "float32", "float16"),
@@ -332,6 +336,11 @@ def validate(run: RunConfig) -> list[str]:
     need(run.loss_top_k is None or run.loss_top_k >= 1, f"loss_top_k={run.loss_top_k} must be >= 1 or null")
     e = run.eval
     need(e.n_samples >= 1, f"eval.n_samples={e.n_samples} must be >= 1")
+    need(e.checkpoints in EVAL_CHECKPOINTS, f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}")
+    need(e.average_last >= 1, f"eval.average_last={e.average_last} must be >= 1")
+    need(e.checkpoints != "all" or e.n_samples >= 2,
+         f"eval.checkpoints=all needs eval.n_samples >= 2 (got {e.n_samples}): the best checkpoint is chosen on "
+         "half of each problem's samples and scored on the other half")
     need(e.temperature >= 0, f"eval.temperature={e.temperature} must be >= 0")
     need(0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")

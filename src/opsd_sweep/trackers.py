@@ -1,7 +1,7 @@
 """Experiment trackers (train.report_to): none | tensorboard | wandb, through accelerate's trackers.
 
 One tracker run per cycle, opened by both phases: the train phase logs every metrics line at its
-step, the eval phase the final eval metrics at the last step. TensorBoard writes to
+step, the eval phase the eval metrics at the step of each checkpoint it evaluates. TensorBoard writes to
 <run dir>/tensorboard/, so `tensorboard --logdir <results_root>/<group>` shows a Hydra group's runs
 side by side; W&B puts each run (id = the run key, so a resumed phase continues it) in the W&B group
 named after the Hydra group, its local files under <run dir>/wandb/.
@@ -83,10 +83,10 @@ def open_tracker(run: RunConfig, run_dir: RunDir, *, phase: str, step: int) -> N
     return Tracker(tracker)
 
 
-def log_eval(run: RunConfig, run_dir: RunDir, metrics: dict) -> None:
-    """The eval phase's final metrics, at the step of the checkpoint it evaluated."""
-    tracker = open_tracker(run, run_dir, phase="eval", step=run.train.max_steps)
-    tracker.log({"eval": metrics}, run.train.max_steps)
+def log_eval(run: RunConfig, run_dir: RunDir, metrics: dict, step: int) -> None:
+    """Eval metrics of the checkpoint of `step` (the final one, or each with eval.checkpoints=all)."""
+    tracker = open_tracker(run, run_dir, phase="eval", step=step)
+    tracker.log({"eval": metrics}, step)
     tracker.finish()
 
 

@@ -20,6 +20,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from opsd_sweep.analysis.checkpoints import step_of
 from opsd_sweep.analysis.stats import eval_sampling_variance
 from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.runs import RunDir
@@ -168,6 +169,7 @@ def eval_metrics(evaluation: dict) -> dict:
     out = _flat_metrics(metrics)
     for name, own in (evaluation.get("benchmarks") or {}).items():
         out |= {f"{name}.{key}": value for key, value in _flat_metrics(own).items()}
+    out["checkpoint_step"] = step_of(evaluation)  # the final one (eval.checkpoints=all: checkpoints.csv has all)
     out["n_problems"] = evaluation.get("n_problems")
     out["n_samples"] = evaluation.get("n_samples")
     return out

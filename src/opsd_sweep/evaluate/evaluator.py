@@ -163,8 +163,20 @@ def summary_line(result: dict) -> str:
             f"truncated {m['truncation_rate']:.1f}%  mean tokens {m['mean_tokens']:.0f}")
 
 
+def evaluate_earlier_checkpoints(run: RunConfig, run_dir: RunDir) -> None:
+    """eval.checkpoints=all: each checkpoint before the final one into eval/checkpoint-<step>/, oldest
+    first (each resumable on its own). The final one comes after, so its eval.json still marks the phase done."""
+    if run.eval.checkpoints != "all":
+        return
+    for step, path in run_dir.checkpoints()[:-1]:
+        result = evaluate(run, path, run_dir.checkpoint_eval_dir(step))
+        log_eval(run, run_dir, result["metrics"], step)
+        print(f"checkpoint-{step} {summary_line(result)}", flush=True)
+
+
 def main(run_dir: str | Path) -> dict:
-    """The cycle's eval phase: evaluate the run's final checkpoint into RUN_DIR/eval/eval.json."""
+    """The cycle's eval phase: evaluate the run's final checkpoint into RUN_DIR/eval/eval.json (and, with
+    eval.checkpoints=all, every earlier one first)."""
     run_dir = RunDir(Path(run_dir))
     if not run_dir.config.exists():
         raise SystemExit(f"{run_dir.path}: no config.yaml. Pass a run directory written by "
@@ -176,7 +188,8 @@ def main(run_dir: str | Path) -> dict:
         if run_dir.read_status().get("kind") != "eval_only":
             raise SystemExit(f"{run_dir.path}: no complete checkpoint under {run_dir.train_dir}; train first")
         checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None  # a standalone eval's dir
+    evaluate_earlier_checkpoints(run, run_dir)
     result = evaluate(run, checkpoint, run_dir.eval_dir)
-    log_eval(run, run_dir, result["metrics"])
+    log_eval(run, run_dir, result["metrics"], run.train.max_steps)
     print(summary_line(result), flush=True)
     return result
