@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opsd_sweep.analysis.checkpoints import checkpoint_scores, step_of, summarise_checkpoints
+from opsd_sweep.analysis.checkpoints import checkpoint_scores, collect_checkpoints, step_of, summarise_checkpoints
 
 
 def rows(run_id: str, by_step: dict[int, tuple[float, float]], k: int = 2) -> list[dict]:
@@ -29,6 +29,13 @@ def test_best_step_is_chosen_on_half_a_and_scored_on_half_b():
     assert (row["best_step_naive"], row["best_naive"]) == (20, pytest.approx(56.5))
     assert row["selection_gap"] == pytest.approx(11.5)
     assert row["best_low"] < 45.0 < row["best_high"]  # a t-interval over the two runs (44, 46)
+
+
+def test_runs_without_checkpoint_evals_or_a_run_dir_give_no_rows(tmp_path):
+    (tmp_path / "eval").mkdir()
+    runs = pd.DataFrame({"run_id": ["mine", "external"], "label": ["a", "b"], "state": ["done", "done"],
+                         "run_dir": [str(tmp_path), None]})
+    assert collect_checkpoints(runs).empty
 
 
 def test_scores_and_halves_come_from_the_raw_samples():

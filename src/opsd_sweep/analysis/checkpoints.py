@@ -40,9 +40,10 @@ def checkpoint_scores(evaluation: dict) -> dict:
 
 def collect_checkpoints(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per finished run and evaluated checkpoint: run_id, label, checkpoint_step, average_last,
-    score, half_a, half_b. Only runs with more than one evaluated checkpoint appear."""
+    score, half_a, half_b. Only runs with more than one evaluated checkpoint appear (external results,
+    which have no run dir, never do)."""
     rows = []
-    for run in runs.loc[runs["state"] == "done"].itertuples():
+    for run in runs.loc[(runs["state"] == "done") & runs["run_dir"].notna()].itertuples():
         run_dir = RunDir(Path(run.run_dir))
         files = sorted(run_dir.eval_dir.glob("checkpoint-*/eval.json"))
         if not files or not run_dir.eval_json.exists():

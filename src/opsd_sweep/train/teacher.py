@@ -59,9 +59,10 @@ class Teacher:
     def _swapped_in_ema(self) -> Iterator[None]:
         if self.ema is None:  # the first optimizer step: its teacher sees the initial weights
             self.ema = {name: p.detach().float().clone() for name, p in self.params.items()}
+        if not self._student:
+            self._student = {name: torch.empty_like(p) for name, p in self.params.items()}
         for name, p in self.params.items():
-            saved = self._student.setdefault(name, torch.empty_like(p))
-            saved.copy_(p.detach())
+            self._student[name].copy_(p.detach())
             p.data.copy_(self.ema[name])  # .data: values only, the autograd version counter stays
         try:
             yield
