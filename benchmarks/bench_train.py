@@ -40,6 +40,7 @@ from opsd_sweep.train.collate import collate  # noqa: E402
 from opsd_sweep.train.distill import DistillationModel  # noqa: E402
 from opsd_sweep.train.loss import LossSpec, opsd_loss, opsd_loss_from_hidden  # noqa: E402
 from opsd_sweep.train.rollout import HFRollout, sample  # noqa: E402
+from opsd_sweep.train.teacher import Teacher  # noqa: E402
 from opsd_sweep.train.trainer import compile_decoder_layers  # noqa: E402
 from opsd_sweep.train.timing import PhaseTimer  # noqa: E402
 
@@ -273,7 +274,8 @@ def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int], compi
     micro-batch in `micro_batches` (same prompts per optimizer step with less grad-accum); compared by tokens/s.
     With `compiled`, the same again with every decoder layer compiled (train.compile=true)."""
     optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=1e-6)
-    ours = DistillationModel(peft_model, LossSpec(chunk_size=s.chunk_size, **LOSS))
+    ours = DistillationModel(peft_model, LossSpec(chunk_size=s.chunk_size, **LOSS),
+                             Teacher("fixed", 0.0, peft_model, sharded=False))
     peft_model.train()
     results = {}
     batches = {b: random_batches(s, device, b) for b in sorted({s.batch, *micro_batches})}

@@ -62,6 +62,10 @@ class TrainConfig:
     max_grad_norm: float = MISSING
     gradient_checkpointing: bool = MISSING
     compile: bool = MISSING  # torch.compile each decoder layer, on GPU only (fuses the element-wise work)
+    teacher: str = MISSING     # fixed | ema | student (opsd_sweep.train.teacher)
+    ema_decay: float = MISSING  # teacher=ema: ema <- decay * ema + (1 - decay) * weights per optimizer step
+    report_to: str = MISSING    # none | tensorboard | wandb (opsd_sweep.trackers)
+    wandb_project: str = MISSING  # report_to=wandb: the W&B project
     lora: LoraConfig = field(default_factory=LoraConfig)
     student_thinking: bool = MISSING
     teacher_thinking: bool = MISSING
@@ -89,6 +93,17 @@ class LossConfig:
 
 
 @dataclass
+class BenchmarkConfig:
+    """One dataset of an eval suite (eval.suite.<name>, conf/eval/benchmark/)."""
+    name: str = MISSING
+    path: str = MISSING
+    split: str = MISSING
+    problem_field: str = MISSING
+    answer_field: str = MISSING
+    id_field: Optional[str] = MISSING
+
+
+@dataclass
 class EvalConfig:
     name: str = MISSING
     path: str = MISSING
@@ -107,6 +122,9 @@ class EvalConfig:
     max_problems: Optional[int] = MISSING
     prompt: str = MISSING
     id_field: Optional[str] = MISSING        # null = row position
+    suite: Optional[dict[str, BenchmarkConfig]] = MISSING  # benchmarks evaluated together (null = the one above)
+    checkpoints: str = MISSING               # final | all (every saved checkpoint, each its own eval)
+    average_last: int = MISSING              # checkpoints=all: the report's mean over each run's last k
     checkpoint: Optional[str] = MISSING      # standalone mode: adapter or model dir (null = base model)
     shard_size: int = MISSING                # samples per resumable shard file
     engines: Optional[int] = MISSING         # data-parallel engines (null = one per GPU group)
@@ -209,10 +227,19 @@ NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_fai
 NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
                           "eval": ("path", "batch_size", "max_num_seqs", "backend", "shard_size", "engines", "tensor_parallel_size",
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
-                                   "grade_workers"),
+                                   "grade_workers", "average_last"),
                           "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
-                          "train": ("compile",),
+                          "train": ("compile", "report_to", "wandb_project"),
                           "tiny": ("dir",)}
+
+# Knobs added after runs existed, at the value those runs had: left out of the key there, so a finished
+# run keeps its directory. ema_decay counts only with the EMA teacher.
+KEY_OMITTED_WHEN = {("train", "teacher"): lambda train: train["teacher"] == "fixed",
+                    ("train", "ema_decay"): lambda train: train["teacher"] != "ema",
+                    ("eval", "checkpoints"): lambda e: e["checkpoints"] == "final"}
+TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
+REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
+EVAL_CHECKPOINTS = ("final", "all")
 
 CHOICES = {
     "model.dtype": ("bfloat16", "float32", "float16"),
@@ -248,7 +275,7 @@ def _make_paths_absolute(run: RunConfig) -> None:
     run.cache_dir = str(Path(run.cache_dir).expanduser().absolute())
     if run.tiny is not None:
         run.tiny.dir = str(Path(run.tiny.dir).expanduser().absolute())
-    for section in (run.model, run.data, run.eval):
+    for section in (run.model, run.data, run.eval, *(run.eval.suite or {}).values()):
         if is_local_path(section.path):
             section.path = str(Path(section.path).expanduser().absolute())
 
@@ -283,6 +310,13 @@ def validate(run: RunConfig) -> list[str]:
          f"{world * t.per_device_batch_size * t.grad_accum_steps}; change one of them so they agree")
     need(0 <= t.warmup_ratio < 1, f"train.warmup_ratio={t.warmup_ratio} must be in [0, 1)")
     need(t.max_grad_norm > 0, f"train.max_grad_norm={t.max_grad_norm} must be > 0")
+    need(t.teacher in TEACHERS, f"train.teacher={t.teacher!r} is not one of {list(TEACHERS)}")
+    need(0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = the fixed teacher, 0 = the "
+                                "student teacher)")
+    need(t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}")
+    from opsd_sweep.trackers import missing_tracker_package  # (it imports this module)
+    tracker_problem = missing_tracker_package(t.report_to)
+    need(tracker_problem is None, str(tracker_problem))
     need(t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1")
     need(0 <= t.lora.dropout < 1, f"train.lora.dropout={t.lora.dropout} must be in [0, 1)")
     for key, template, fields in (("train.student_prompt", t.student_prompt, ("problem",)),
@@ -305,6 +339,11 @@ def validate(run: RunConfig) -> list[str]:
     need(run.loss_top_k is None or run.loss_top_k >= 1, f"loss_top_k={run.loss_top_k} must be >= 1 or null")
     e = run.eval
     need(e.n_samples >= 1, f"eval.n_samples={e.n_samples} must be >= 1")
+    need(e.checkpoints in EVAL_CHECKPOINTS, f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}")
+    need(e.average_last >= 1, f"eval.average_last={e.average_last} must be >= 1")
+    need(e.checkpoints != "all" or e.n_samples >= 2,
+         f"eval.checkpoints=all needs eval.n_samples >= 2 (got {e.n_samples}): the best checkpoint is chosen on "
+         "half of each problem's samples and scored on the other half")
     need(e.temperature >= 0, f"eval.temperature={e.temperature} must be >= 0")
     need(0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")
@@ -380,4 +419,7 @@ def semantic_dict(run: RunConfig) -> dict:
         if data.get(section) is not None:
             for key in keys:
                 data[section].pop(key, None)
+    omitted = [(section, key) for (section, key), when in KEY_OMITTED_WHEN.items() if when(data[section])]
+    for section, key in omitted:
+        data[section].pop(key)
     return data

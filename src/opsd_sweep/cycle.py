@@ -166,8 +166,12 @@ def _split_phase_seconds(phase: str, seconds: float, run: RunConfig, run_dir: Ru
     wrote eval.json itself: its evaluation's wall time is the eval phase's, the rest the train phase's."""
     if phase != "train" or not _phase_complete("evaluate", run, run_dir):
         return {phase: seconds}
-    timing = read_json(run_dir.eval_json).get("timing", {})
-    evaluating = min(float(timing.get("wall_seconds", 0.0)), seconds) if timing.get("engine") != "own" else 0.0
+    evaluating = 0.0
+    for path in [run_dir.eval_json, *run_dir.eval_dir.glob("checkpoint-*/eval.json")]:  # eval.checkpoints=all
+        timing = read_json(path).get("timing", {})
+        if timing.get("engine") != "own":
+            evaluating += float(timing.get("wall_seconds", 0.0))
+    evaluating = min(evaluating, seconds)
     return {"train": seconds - evaluating, "evaluate": evaluating}
 
 

@@ -111,6 +111,15 @@ class RunDir:
     def eval_json(self) -> Path:
         return self.eval_dir / "eval.json"
 
+    def checkpoint_eval_dir(self, step: int) -> Path:
+        """eval.checkpoints=all: the eval dir of a checkpoint before the final one (its is eval_dir)."""
+        return self.eval_dir / f"checkpoint-{step}"
+
+    @property
+    def tensorboard(self) -> Path:
+        """TensorBoard event files of the run (train.report_to=tensorboard)."""
+        return self.path / "tensorboard"
+
     @property
     def logs(self) -> Path:
         return self.path / "logs"

@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from tqdm import tqdm
 
+from opsd_sweep.analysis.checkpoints import write_checkpoint_report
 from opsd_sweep.analysis.collect import collect
 from opsd_sweep.analysis.config_stats import analyse
 from opsd_sweep.analysis.plots import write_plots, write_race_plots
@@ -23,8 +24,16 @@ from opsd_sweep.analysis.report import metric_display, print_table, write_markdo
 from opsd_sweep.analysis.settings import AUTO, SummarySettings, load_anchor, load_settings
 
 
+EXAMPLES = """examples:
+  python -m opsd_sweep.summary results/lr_grid --baseline lr_scheduler=constant   # vs the in-sweep baseline
+  python -m opsd_sweep.summary 'results/*' --metric pass_at_4 --pool-sd            # all groups, another metric
+  python -m opsd_sweep.summary results --anchor none --target-effect 3             # no published anchor
+"""
+
+
 def parse_args(argv: list[str] | None) -> SummarySettings:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m opsd_sweep.summary", description=__doc__, epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("roots", nargs="*", help="results roots (globs allowed); default: conf/summary.yaml roots")
     parser.add_argument("--out", help="output folder (default: the first root)")
     parser.add_argument("--external", nargs="+", help="CSV(s) of external per-run results: config, run_id, metrics")
@@ -80,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     races = [race for race in (read_race(p, simulated) for p in find_race_logs(settings.roots)) if race is not None]
     race_plots = write_race_plots(races, out) if settings.plots else [None] * len(races)
     write_markdown(out / "summary.md", analysis, collection, settings, display, plots, list(zip(races, race_plots)))
+    if write_checkpoint_report(collection.runs, settings.level, settings.plots, out):
+        print(f"every checkpoint evaluated: see the Checkpoints section of {out / 'summary.md'}, checkpoints.csv")
     # a terminal gets a table fitted to its width; a log file or pipe a wide one (rich would assume 80)
     print_table(analysis, settings, display, Console(width=None if sys.stdout.isatty() else 200))
     for race in races:

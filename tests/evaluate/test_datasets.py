@@ -36,7 +36,7 @@ def test_benchmark_configs_name_their_datasets(name, hub_id, split, id_field):
 
 def test_every_eval_option_is_covered_here():
     assert sorted(p.stem for p in (CONF_DIR / "eval").glob("*.yaml")) == ["aime24", "aime25", "hmmt25", "local",
-                                                                        "math500"]
+                                                                        "math500", "math_suite"]  # test_suite.py
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet"])

@@ -8,6 +8,7 @@ import torch
 from opsd_sweep.train.collate import collate
 from opsd_sweep.train.distill import DistillationModel
 from opsd_sweep.train.loss import LossSpec
+from opsd_sweep.train.teacher import Teacher
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -24,7 +25,8 @@ def student_teacher(world):
         for name, param in peft_model.named_parameters():
             if "lora_B" in name:
                 param.normal_(0, 0.2)
-    return DistillationModel(peft_model, LossSpec(clip=0.05, clip_mode="elementwise", chunk_size=5)).eval()
+    return DistillationModel(peft_model, LossSpec(clip=0.05, clip_mode="elementwise", chunk_size=5),
+                             Teacher("fixed", 0.0, peft_model, sharded=False)).eval()
 
 
 def loss_and_grads(model, student, teacher):

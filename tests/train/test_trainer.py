@@ -39,6 +39,19 @@ def train_command(run_dir) -> list[str]:
     return [sys.executable, "-m", "opsd_sweep.train", str(run_dir.path)]
 
 
+def kill_at_checkpoint(run_dir, step: int) -> None:
+    """Start the train phase and SIGKILL it as soon as checkpoint-<step> exists (before the next one)."""
+    proc = subprocess.Popen(train_command(run_dir), env=trainer_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not run_dir.checkpoint(step).exists():
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+        assert time.monotonic() < deadline, f"no checkpoint-{step} within 120 s"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(world, tmp_path_factory):
     """The reference run, in a subprocess like the runs it is compared with (same threads, same kernels)."""
@@ -82,14 +95,8 @@ def test_resume_after_kill_9_equals_an_uninterrupted_run(world, tmp_path, uninte
     run, reference_dir = uninterrupted
     run_dir = make_run_dir(tmp_path / "run", train_run(world, tmp_path, *RESUME))
     command = train_command(run_dir)
-    proc = subprocess.Popen(command, env=trainer_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not run_dir.checkpoint(2).exists():
-        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
-        assert time.monotonic() < deadline, "no checkpoint-2 within 120 s"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL and not run_dir.checkpoint(4).exists()
+    kill_at_checkpoint(run_dir, 2)
+    assert not run_dir.checkpoint(4).exists()
     (run_dir.train_dir / ".checkpoint-4.tmp").mkdir()  # what a kill during a save leaves behind
     again = subprocess.run(command, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -172,13 +179,15 @@ def test_compiled_decoder_layers_give_the_same_loss_and_gradients(world):
     from opsd_sweep.train.collate import collate
     from opsd_sweep.train.distill import DistillationModel
     from opsd_sweep.train.loss import LossSpec
+    from opsd_sweep.train.teacher import Teacher
     from opsd_sweep.train.trainer import compile_decoder_layers
 
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(world / "model", dtype=torch.float32)
     peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
                                                  init_lora_weights=False))
-    model = DistillationModel(peft_model, LossSpec(clip=0.05, chunk_size=8))
+    model = DistillationModel(peft_model, LossSpec(clip=0.05, chunk_size=8),
+                              Teacher("fixed", 0.999, peft_model, sharded=False))
     completions = [[11, 12, 13, 14], [15, 16, 17]]
     student = collate([[5, 6, 7], [8, 9]], completions, 0)
     teacher = collate([[5, 6, 7, 20, 21], [8, 9, 22]], completions, 0)

@@ -20,6 +20,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from opsd_sweep.analysis.checkpoints import step_of
 from opsd_sweep.analysis.stats import eval_sampling_variance
 from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.runs import RunDir
@@ -174,15 +175,23 @@ def gpu_hours(status: dict) -> dict:
 
 
 def eval_metrics(evaluation: dict) -> dict:
-    """The evaluator's metrics flattened: avg_at_n, pass_at_<k> for every k, maj_at_n, rates, tokens."""
+    """The evaluator's metrics flattened: avg_at_n, pass_at_<k> for every k, maj_at_n, rates, tokens;
+    an eval suite adds `pooled` and each benchmark's own as `<benchmark>.<metric>`."""
     metrics = evaluation.get("metrics")
     if not isinstance(metrics, dict):
         raise UnreadableRun("eval.json has no metrics")
-    out = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
-    out |= {f"pass_at_{k}": float(v) for k, v in (metrics.get("pass_at_k") or {}).items()}
+    out = _flat_metrics(metrics)
+    for name, own in (evaluation.get("benchmarks") or {}).items():
+        out |= {f"{name}.{key}": value for key, value in _flat_metrics(own).items()}
+    out["checkpoint_step"] = step_of(evaluation)  # the final one (eval.checkpoints=all: checkpoints.csv has all)
     out["n_problems"] = evaluation.get("n_problems")
     out["n_samples"] = evaluation.get("n_samples")
     return out
+
+
+def _flat_metrics(metrics: dict) -> dict:
+    out = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+    return out | {f"pass_at_{k}": float(v) for k, v in (metrics.get("pass_at_k") or {}).items()}
 
 
 def sample_rows(run_id: str, evaluation: dict) -> list[tuple]:

@@ -84,10 +84,17 @@ def select_baseline(table: pd.DataFrame, selector: str | None) -> str | None:
 
 
 def _same_value(value, wanted: str) -> bool:
+    if wanted.lower() in ("none", "null"):  # an unset knob (loss_top_k=null) is a missing value in the table
+        return value is None or (isinstance(value, float) and math.isnan(value))
     try:
         return math.isclose(float(value), float(wanted), rel_tol=1e-9)
     except (TypeError, ValueError):
         return str(value) == wanted
+
+
+# The mean correctness over every problem x sample in samples.parquet: paired by problem, bootstrapped,
+# split into noise parts. `pooled` is an eval suite's avg@n over the union of its benchmarks' problems.
+PER_PROBLEM_METRICS = ("avg_at_n", "pooled")
 
 
 # --- per config ----------------------------------------------------------------------------------
@@ -120,7 +127,8 @@ def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, matr
             boot = stats.hierarchical_bootstrap_ci(matrices[label].to_numpy(), rng, level=s.level,
                                                    n_boot=s.bootstrap_reps)
             row |= {"boot_low": boot.low, "boot_high": boot.high}
-        if "eval_var" in group and group["eval_var"].notna().all() and n >= 2 and metric == "avg_at_n":
+        per_problem = metric in PER_PROBLEM_METRICS and "eval_var" in group
+        if per_problem and group["eval_var"].notna().all() and n >= 2:
             split = stats.variance_decomposition(scores, group["eval_var"].to_numpy(float))
             row |= {"eval_sd": math.sqrt(split.eval_var), "train_sd": math.sqrt(split.train_var),
                     "eval_share": split.eval_share}
@@ -242,7 +250,7 @@ def sweep_power(table: pd.DataFrame, usable: pd.DataFrame, s: SummarySettings, r
               "seeds_holm": stats.seeds_needed(s.target_effect, sd, s.alpha / max(family, 1), s.power, **ref)}
     eval_var = usable["eval_var"].dropna() if "eval_var" in usable else pd.Series(dtype=float)
     k = usable["n_samples"].dropna().unique() if "n_samples" in usable else []
-    if s.metric == "avg_at_n" and len(eval_var) and len(k) == 1 and k[0] >= 2 and s.larger_k > k[0]:
+    if s.metric in PER_PROBLEM_METRICS and len(eval_var) and len(k) == 1 and k[0] >= 2 and s.larger_k > k[0]:
         eval_sd = math.sqrt(min(eval_var.mean(), sd**2))
         sd_k = larger_k_sd(sd, eval_sd, float(k[0]), s.larger_k)
         advice |= {"k": int(k[0]), "eval_sd": eval_sd, "sd_larger_k": sd_k,
@@ -257,7 +265,7 @@ def analyse(runs: pd.DataFrame, samples: pd.DataFrame, s: SummarySettings, ancho
     usable = usable_runs(runs, s.metric)
     if usable.empty:
         raise ValueError(f"no finished run has {s.metric!r}; check the roots and the states in runs.csv")
-    matrices = problem_matrices(usable, samples) if s.metric == "avg_at_n" else {}
+    matrices = problem_matrices(usable, samples) if s.metric in PER_PROBLEM_METRICS else {}
     rng = np.random.default_rng(s.bootstrap_seed)
     table, sp, sp_df = describe_configs(usable, s.metric, s, matrices, rng)
     notes = []

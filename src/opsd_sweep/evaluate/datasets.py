@@ -13,12 +13,23 @@ class Problem:
     id: str
     problem: str
     answer: str
+    benchmark: str  # the eval's name, or its suite member's
 
 
 def load_problems(cfg: EvalConfig) -> list[Problem]:
-    """Hub dataset or local file -> problems, with the configured field names and size cap."""
-    rows = load_rows(cfg.path, cfg.split, {"problem": cfg.problem_field, "answer": cfg.answer_field},
-                     cfg.max_problems, id_field=cfg.id_field, section="eval")
+    """Hub dataset(s) or local file(s) -> problems, with the configured field names and size cap.
+
+    A suite concatenates its benchmarks in order, ids prefixed `<benchmark>/` so they stay unique."""
+    if cfg.suite is None:
+        return _load(cfg, cfg.name, "", cfg.max_problems)
+    return [problem for name, benchmark in cfg.suite.items()
+            for problem in _load(benchmark, name, f"{name}/", cfg.max_problems)]
+
+
+def _load(source, benchmark: str, prefix: str, max_problems: int | None) -> list[Problem]:
+    """`source`: the EvalConfig or one BenchmarkConfig of its suite (the same dataset fields)."""
+    fields = {"problem": source.problem_field, "answer": source.answer_field}
+    rows = load_rows(source.path, source.split, fields, max_problems, id_field=source.id_field, section="eval")
     if not rows:
-        raise ValueError(f"eval dataset {cfg.path!r} (split {cfg.split!r}) has no rows")
-    return [Problem(row["id"], str(row["problem"]), str(row["answer"])) for row in rows]
+        raise ValueError(f"eval dataset {source.path!r} (split {source.split!r}) has no rows")
+    return [Problem(prefix + row["id"], str(row["problem"]), str(row["answer"]), benchmark) for row in rows]

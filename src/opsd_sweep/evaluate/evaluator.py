@@ -23,12 +23,13 @@ from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.evaluate.datasets import Problem, load_problems
 from opsd_sweep.evaluate.generate import Engine, EngineSpec, Sample, Sampling
 from opsd_sweep.evaluate.grade import Grade, grade_many
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
 from opsd_sweep.modeling import load_tokenizer
 from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, read_json, utc_now
+from opsd_sweep.trackers import log_eval
 
 
 def resolve_weights(run: RunConfig, checkpoint: Path | None) -> tuple[str, str, str | None]:
@@ -117,7 +118,7 @@ def problem_records(problems: list[Problem], n_samples: int, samples: dict[tuple
             sample, graded = samples[p, s], grades[p * n_samples + s]
             rows.append({"pred": graded.pred, "correct": graded.correct, "formatted": graded.formatted,
                          "n_tokens": sample.n_tokens, "finish_reason": sample.finish_reason})
-        records.append({"id": problem.id, "answer": problem.answer, "samples": rows})
+        records.append({"id": problem.id, "benchmark": problem.benchmark, "answer": problem.answer, "samples": rows})
     return records
 
 
@@ -181,6 +182,8 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
                    "wall_seconds": round(time.monotonic() - wall_started, 2)},
         "metrics": compute_metrics(records), "problems": records,
     }
+    if e.suite is not None:  # eval.json keeps each benchmark; metrics (and pooled) are over all problems
+        result["metrics"], result["benchmarks"] = suite_metrics(records)
     texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": samples[p, s].text}) + "\n"
                     for p in range(len(problems)) for s in range(e.n_samples))
     atomic_write_text(eval_dir / "completions.jsonl", texts)
@@ -197,8 +200,25 @@ def summary_line(result: dict) -> str:
             f"truncated {m['truncation_rate']:.1f}%  mean tokens {m['mean_tokens']:.0f}")
 
 
+def evaluate_run(run: RunConfig, run_dir: RunDir, checkpoint: Path | None,
+                 attach: Callable[[EngineSpec], Engine] | None = None) -> dict:
+    """A run's evaluation: with eval.checkpoints=all each checkpoint before the final one first, into
+    eval/checkpoint-<step>/ (oldest first, each resumable on its own), then `checkpoint` into eval/,
+    whose eval.json marks the phase done. Each result goes to the trackers and the console."""
+    earlier = run_dir.checkpoints()[:-1] if run.eval.checkpoints == "all" else []
+    for step, path in earlier:
+        result = evaluate(run, path, run_dir.checkpoint_eval_dir(step), attach)
+        log_eval(run, run_dir, result["metrics"], step)
+        print(f"checkpoint-{step} {summary_line(result)}", flush=True)
+    result = evaluate(run, checkpoint, run_dir.eval_dir, attach)
+    log_eval(run, run_dir, result["metrics"], run.train.max_steps)
+    print(summary_line(result), flush=True)
+    return result
+
+
 def main(run_dir: str | Path) -> dict:
-    """The cycle's eval phase: evaluate the run's final checkpoint into RUN_DIR/eval/eval.json."""
+    """The cycle's eval phase: evaluate the run's final checkpoint into RUN_DIR/eval/eval.json (and, with
+    eval.checkpoints=all, every earlier one first)."""
     run_dir = RunDir(Path(run_dir))
     if not run_dir.config.exists():
         raise SystemExit(f"{run_dir.path}: no config.yaml. Pass a run directory written by "
@@ -210,6 +230,4 @@ def main(run_dir: str | Path) -> dict:
         if run_dir.read_status().get("kind") != "eval_only":
             raise SystemExit(f"{run_dir.path}: no complete checkpoint under {run_dir.train_dir}; train first")
         checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None  # a standalone eval's dir
-    result = evaluate(run, checkpoint, run_dir.eval_dir)
-    print(summary_line(result), flush=True)
-    return result
+    return evaluate_run(run, run_dir, checkpoint)

@@ -84,3 +84,12 @@ def compute_metrics(problems: list[dict]) -> dict:
         "mean_tokens": float(_sample_array(problems, "n_tokens", float).mean()),
         "truncation_rate": 100.0 * float(truncated.mean()),
     }
+
+
+def suite_metrics(problems: list[dict]) -> tuple[dict, dict[str, dict]]:
+    """An eval suite's metrics over all its problems (plus `pooled`: their avg@n, the score one test
+    pairs over the union of problems) and each benchmark's own, from records with a `benchmark` field."""
+    pooled = compute_metrics(problems)
+    pooled["pooled"] = pooled["avg_at_n"]
+    names = list(dict.fromkeys(p["benchmark"] for p in problems))
+    return pooled, {name: compute_metrics([p for p in problems if p["benchmark"] == name]) for name in names}

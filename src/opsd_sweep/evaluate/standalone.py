@@ -63,7 +63,7 @@ def evaluate_standalone(run: RunConfig) -> dict:
     return result
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="evaluate")  # = config + its --help
 def main(cfg: DictConfig) -> float:
     run = load_run_config(cfg)  # a bad config fails here, before any model is loaded
     if run.tiny is not None:

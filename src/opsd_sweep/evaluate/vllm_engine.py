@@ -8,12 +8,15 @@ LoRA adapter through a LoRARequest, or with merged weights prepared by the evalu
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from opsd_sweep.backends import prepare_vllm_process
 from opsd_sweep.evaluate.generate import EngineSpec, Feed, Finish, Job, Progress, Sample, Sampling, Shard
+
+_lora_ids = itertools.count(1)
 
 # max_lora_rank values every recent vLLM accepts; an adapter's rank is rounded up to one of them
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
@@ -54,7 +57,9 @@ class VLLMEngine:
         self.spec = spec
         lora = spec.adapter_path is not None
         self.engine = llm_engine if llm_engine is not None else self._start(spec, lora)
-        self.lora_request = LoRARequest("checkpoint", 1, spec.adapter_path) if lora else None
+        # vLLM caches adapters by id: a running engine that serves several checkpoints needs a new id each
+        lora_id = next(_lora_ids)
+        self.lora_request = LoRARequest(f"checkpoint-{lora_id}", lora_id, spec.adapter_path) if lora else None
 
     @staticmethod
     def _start(spec: EngineSpec, lora: bool):

@@ -4,7 +4,7 @@ A checkpoint is assembled in `.checkpoint-<step>.tmp` and renamed to `checkpoint
 every file is on disk, so a run killed at any moment leaves either a complete checkpoint or none
 (runs.RunDir.checkpoints lists complete ones). Contents:
   adapter_config.json, adapter_model.safetensors   the student's LoRA adapter (PEFT format)
-  state.pt         step, scheduler and (unless sharded) optimizer state
+  state.pt         step, scheduler, (unless sharded) optimizer state and the teacher's (the EMA, if any)
   rank<r>.pt       this rank's RNG states (and its optimizer shard under FSDP)
   trainer_state.json   {step, world_size}, written last
 """
@@ -39,7 +39,7 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(path: Path, *, accelerator, save_adapter: Callable[[Path], None], optimizer, scheduler,
-                    step: int, sharded_optimizer: bool) -> None:
+                    step: int, sharded_optimizer: bool, teacher: dict | None) -> None:
     """Every rank calls this; rank 0 writes the shared files and renames the directory into place."""
     acc = accelerator
     tmp = path.with_name(f".{path.name}.tmp")
@@ -51,7 +51,7 @@ def save_checkpoint(path: Path, *, accelerator, save_adapter: Callable[[Path], N
     rank_state = {"rng": rng_state()} | ({"optimizer": optimizer.state_dict()} if sharded_optimizer else {})
     torch.save(rank_state, tmp / f"rank{acc.process_index}.pt")
     if acc.is_main_process:
-        shared = {"step": step, "scheduler": scheduler.state_dict()}
+        shared = {"step": step, "scheduler": scheduler.state_dict(), "teacher": teacher}
         if not sharded_optimizer:
             shared["optimizer"] = optimizer.state_dict()
         torch.save(shared, tmp / "state.pt")
@@ -75,8 +75,8 @@ def load_adapter(path: Path, peft_model) -> None:
                            "another LoRA setup (train.lora.*); start a new run instead of resuming this one")
 
 
-def load_trainer_state(path: Path, *, accelerator, optimizer, scheduler, sharded_optimizer: bool) -> int:
-    """Restore optimizer, scheduler and this rank's RNG; return the step the checkpoint was taken at."""
+def load_trainer_state(path: Path, *, accelerator, optimizer, scheduler, sharded_optimizer: bool, teacher) -> int:
+    """Restore optimizer, scheduler, teacher and this rank's RNG; return the step the checkpoint was taken at."""
     saved_world = read_json(path / "trainer_state.json")["world_size"]
     if saved_world != accelerator.num_processes:
         raise RuntimeError(f"checkpoint {path} was written by {saved_world} processes, this run has "
@@ -86,6 +86,7 @@ def load_trainer_state(path: Path, *, accelerator, optimizer, scheduler, sharded
     optimizer.load_state_dict(mine["optimizer"] if sharded_optimizer else shared["optimizer"])
     scheduler.load_state_dict(shared["scheduler"])
     set_rng_state(mine["rng"])
+    teacher.load_state_dict(shared.get("teacher"), shared["step"])
     return shared["step"]
 
 

@@ -32,7 +32,9 @@ from opsd_sweep.backends import prepare_vllm_process, resolve_backend
 from opsd_sweep.train.engine_plan import plan_rollout_engine, training_step_bytes
 from opsd_sweep.train.rollout import HFRollout, Rollouts
 from opsd_sweep.train.schedule import make_scheduler
+from opsd_sweep.train.teacher import Teacher
 from opsd_sweep.train.timing import PhaseTimer, StepMemory
+from opsd_sweep.trackers import open_tracker
 
 PHASES = ("rollout", "teacher", "student", "loss", "backward", "optimizer", "weight_sync")
 
@@ -52,9 +54,6 @@ class OPSDTrainer:
         self.accelerator = acc = Accelerator(cpu=self.t.num_gpus == 0 or not torch.cuda.is_available())
         self._check_world()
         self.sharded = acc.distributed_type == DistributedType.FSDP
-        if self.sharded and self.run.rollout.backend == "hf":
-            raise ValueError("FSDP shards the weights that HF generate needs on every rank; use a DDP launcher "
-                             "(launchers/accelerate/ddp_*.yaml) or rollout.backend=vllm")
         set_seed(self.run.seed)  # same LoRA init on every rank
         self.rows = self._setup_data()  # before the model: a missing dataset fails in seconds
         self.tokenizer = load_tokenizer(self.run.model)
@@ -66,7 +65,8 @@ class OPSDTrainer:
         spec = LossSpec(beta=self.run.loss.beta, temperature=self.run.loss.temperature, clip=self.run.clip,
                         clip_mode=self.run.loss.clip_mode, top_k=self.run.loss_top_k,
                         chunk_size=self.run.loss.chunk_size)
-        model = DistillationModel(peft_model, spec)
+        self.teacher = Teacher(self.t.teacher, self.t.ema_decay, peft_model, sharded=self.sharded)
+        model = DistillationModel(peft_model, spec, self.teacher)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
                                       lr=self.run.learning_rate, weight_decay=self.t.weight_decay)
         self.scheduler = make_scheduler(optimizer, self.t)
@@ -78,12 +78,16 @@ class OPSDTrainer:
         if self.t.compile and acc.device.type == "cuda":  # on CPU compiling costs more than it saves
             compile_decoder_layers(self.peft_model)
         self.rollout.update(self.step)
+        self.tracker = open_tracker(self.run, self.run_dir, phase="train", step=self.step)
 
     def _setup_rollout(self):
         acc = self.accelerator
         self.backend, why = resolve_backend(self.run.rollout.backend, acc.device.type == "cuda", "rollout.backend")
         acc.print(f"[train] rollout backend: {self.backend} ({why})")
         self.engine_plan = None
+        if self.sharded and self.backend == "hf":
+            raise ValueError("FSDP shards the weights that HF generate needs on every rank; use a DDP launcher "
+                             "(launchers/accelerate/ddp_*.yaml) or rollout.backend=vllm (make install-gpu)")
         if self.backend == "hf":
             return HFRollout(self.run.rollout, self.peft_model, self.tokenizer.pad_token_id, self.eos_ids,
                              static_cache=acc.device.type == "cuda")
@@ -180,6 +184,7 @@ class OPSDTrainer:
             lr = self.scheduler.get_last_lr()[0]
             self.optimizer.step()
             self.scheduler.step()
+            self.teacher.update()
             self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         with timer("weight_sync"):  # the rollout backend samples from the updated student from now on
@@ -209,6 +214,7 @@ class OPSDTrainer:
         while self.step < t.max_steps:
             line = self.train_step()
             self._write_metrics(line)
+            self.tracker.log({"train": line}, self.step)
             bar.update(1)
             bar.set_postfix(loss=f"{line['loss']:.4f}", kl=f"{line['kl_true']:.4f}",
                             len=f"{line['rollout_len']:.0f}", s=f"{line['step_seconds']:.2f}")
@@ -244,11 +250,13 @@ class OPSDTrainer:
     def save_checkpoint(self) -> None:
         checkpoint.save_checkpoint(self.run_dir.checkpoint(self.step), accelerator=self.accelerator,
                                    save_adapter=self._save_adapter, optimizer=self.optimizer,
-                                   scheduler=self.scheduler, step=self.step, sharded_optimizer=self.sharded)
+                                   scheduler=self.scheduler, step=self.step, sharded_optimizer=self.sharded,
+                                   teacher=self.teacher.state_dict())
 
     def _resume(self, path: Path) -> None:
         self.step = checkpoint.load_trainer_state(path, accelerator=self.accelerator, optimizer=self.optimizer,
-                                                  scheduler=self.scheduler, sharded_optimizer=self.sharded)
+                                                  scheduler=self.scheduler, sharded_optimizer=self.sharded,
+                                                  teacher=self.teacher)
         if self.accelerator.is_main_process:
             checkpoint.remove_partial_checkpoints(self.run_dir.train_dir)
             _truncate_metrics(self.run_dir.metrics, self.step)
@@ -259,18 +267,18 @@ class OPSDTrainer:
         exactly as the eval phase would (the base weights restored, the adapter as a LoRARequest)."""
         if self.engine_plan is None or not self.engine_plan.serves_eval:
             return
-        from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+        from opsd_sweep.evaluate.evaluator import evaluate_run
         from opsd_sweep.evaluate.vllm_engine import VLLMEngine
 
         self.model = self.optimizer = self.scheduler = None  # training is over: release its GPU memory
         self.accelerator.free_memory()
         self.rollout.restore_base()
         print("[train] evaluating the final checkpoint with the rollout engine", flush=True)
-        result = evaluate(self.run, self.run_dir.latest_checkpoint(), self.run_dir.eval_dir,
-                          attach=lambda spec: VLLMEngine(spec, llm_engine=self.rollout.llm.llm_engine))
-        print(summary_line(result), flush=True)
+        evaluate_run(self.run, self.run_dir, self.run_dir.latest_checkpoint(),
+                     attach=lambda spec: VLLMEngine(spec, llm_engine=self.rollout.llm.llm_engine))
 
     def cleanup(self) -> None:
+        self.tracker.finish()
         self.accelerator.end_training()
 
 
