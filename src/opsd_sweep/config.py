@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from opsd_sweep.identity import path_identity
+
 
 class ConfigError(ValueError):
     """A run config that cannot run; the message lists every problem and its fix."""
@@ -202,9 +204,9 @@ class RunConfig:
 
 # Fields that say where things are or how the run is launched, not what is computed: they never
 # enter the run key, so moving a results folder or switching launcher never repeats a finished run.
+# model.path, data.path and eval.path do enter it, as the identity of what they name (identity.py).
 NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "baseline")
-NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
-                          "eval": ("path", "batch_size", "backend", "shard_size", "engines", "tensor_parallel_size",
+NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "backend", "shard_size", "engines", "tensor_parallel_size",
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers"),
                           "rollout": ("gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
@@ -361,4 +363,8 @@ def semantic_dict(run: RunConfig) -> dict:
         if data.get(section) is not None:
             for key in keys:
                 data[section].pop(key, None)
+    tiny_dir = run.tiny.dir if run.tiny is not None else None
+    for section in ("model", "data", "eval"):
+        path = data[section]["path"]
+        data[section]["path"] = path_identity(path, is_local_path(path), tiny_dir)
     return data

@@ -198,9 +198,10 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
 
 # --- hooks for the launchers (hydra.launcher.validate / on_lost / probe in conf/hydra/launcher/) ---
 
-def validate_job(job_cfg: DictConfig) -> None:
-    """Raise ConfigError when a composed job config cannot run (the launcher checks the whole grid)."""
-    load_run_config(job_cfg)
+def validate_job(job_cfg: DictConfig) -> str:
+    """Raise ConfigError when a composed job config cannot run (the launcher checks the whole grid);
+    return the run dir it would run, so the launcher can refuse two jobs that would share one."""
+    return str(locate_run(load_run_config(job_cfg))[1].path)
 
 
 def probe_job(job_cfg: DictConfig) -> tuple[str, str]:

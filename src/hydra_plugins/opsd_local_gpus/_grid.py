@@ -65,6 +65,7 @@ def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Se
     """Compose every job (Hydra's launch contract: load_sweep_config, job.id, job.num) and check it with
     the hooks; raise one SweepConfigError naming every invalid job."""
     jobs, problems = [], {}
+    by_run: dict[str, list[PlannedJob]] = {}  # jobs by the run they would run
     for offset, overrides in enumerate(job_overrides):
         num = initial_job_idx + offset
         try:
@@ -73,12 +74,20 @@ def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Se
                 cfg.hydra.job.id = job_id.format(num=num)
                 cfg.hydra.job.num = num
             job = PlannedJob(num, list(overrides), cfg, int(cfg.hydra.launcher.gpus_per_job))
-            if hooks is not None:
-                hooks.validate_job(job.task_config())
+            run = hooks.validate_job(job.task_config()) if hooks is not None else None
         except Exception as err:  # gather every problem, then report them together
             problems.setdefault(str(err).strip(), []).append(f"#{num} {' '.join(overrides)}")
             continue
         jobs.append(job)
+        if run is not None:
+            by_run.setdefault(str(run), []).append(job)
+    for run, same in by_run.items():
+        if len(same) > 1:
+            common = set.intersection(*(set(job.overrides) for job in same))
+            problems.setdefault(f"these jobs would all be the one run {run}: they differ only in settings that do "
+                                "not change what is computed, or in paths to files of identical content; drop "
+                                "the duplicates from the grid", []).extend(
+                f"#{job.num} " + " ".join(o for o in job.overrides if o not in common) for job in same)
     if problems:
         raise SweepConfigError(describe_problems(problems, len(job_overrides)))
     return jobs

@@ -2,7 +2,8 @@
 
 Both take `hooks`: the dotted name of a module that knows the application's runs, or null. A hooks
 module provides (opsd_sweep.cycle does):
-  validate_job(job_cfg) -> None          raise on a job that cannot run (checked for the whole grid first)
+  validate_job(job_cfg) -> run | None    raise on a job that cannot run (checked for the whole grid first);
+                                         the run it would run (jobs naming one run are refused), or None
   record_lost_job(job_cfg, error, owner) a job's process died without returning (SIGKILL, OOM, scancel)
   probe_job(job_cfg) -> (action, detail) SLURM only: 'done' | 'failed' (settled, not submitted),
                                          'wait' (a live process or SLURM job holds it), 'submit'
