@@ -204,22 +204,24 @@ def validate_job(job_cfg: DictConfig) -> str:
     return str(locate_run(load_run_config(job_cfg))[1].path)
 
 
-def probe_job(job_cfg: DictConfig) -> tuple[str, str]:
-    """What a launcher should do with a job before submitting it, and why: 'done' or 'failed' (settled:
-    skip it), 'wait' (a live process or a queued SLURM job holds it) or 'submit'."""
+def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
+    """What a launcher should do with a job before submitting it, why, and which run it is: action 'done'
+    or 'failed' (settled: skip it), 'wait' (a live process or a queued SLURM job holds it) or 'submit';
+    the run as run_cycle names it ({key, run_dir}), for the answer the launcher gives in the job's place."""
     run = load_run_config(job_cfg)
-    _, run_dir = locate_run(run)
+    key, run_dir = locate_run(run)
+    where = {"key": key, "run_dir": str(run_dir.path)}
     status = run_dir.read_status()
     skip = skip_reason(run, status)
     if skip is not None:
-        return skip
+        return *skip, where
     owner = current_owner(run_dir)
     if owner is not None and owner_alive(owner):
-        return "wait", str(RunClaimedError(run_dir, owner))
+        return "wait", str(RunClaimedError(run_dir, owner)), where
     queued = read_json(run_dir.submission)["job_id"] if run_dir.submission.exists() else None
     if queued is not None and slurm_job_state(queued) in SLURM_LIVE_STATES:
-        return "wait", f"queued as SLURM job {queued}"
-    return "submit", "not done"
+        return "wait", f"queued as SLURM job {queued}", where
+    return "submit", "not done", where
 
 
 def record_submitted_job(job_cfg: DictConfig, job_id: str) -> None:

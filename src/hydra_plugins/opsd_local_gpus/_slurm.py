@@ -76,9 +76,10 @@ class _Follower:
     def run(self, jobs: list[PlannedJob]) -> dict[int, JobReturn]:
         to_submit = []
         for job in jobs:
-            action, detail = self.hooks.probe_job(job.task_config()) if self.hooks else ("submit", "")
+            action, detail, run = self.hooks.probe_job(job.task_config()) if self.hooks else ("submit", "", {})
             if action in ("done", "failed"):
-                ret = job.job_return(JobStatus.COMPLETED, {"state": "skipped", "reason": detail})
+                # answered as the task answers a settled run: a race reads the run back from run_dir
+                ret = job.job_return(JobStatus.COMPLETED, run | {"state": "skipped", "reason": action})
                 self.returns[job.num] = ret
                 self.progress.ended(job, ret, was_running=False, why=detail)
             elif action == "wait":
@@ -113,7 +114,7 @@ class _Follower:
 
     def _check_waiting(self) -> None:
         for num, job in list(self.waiting.items()):
-            action, detail = self.hooks.probe_job(job.task_config())
+            action, detail, run = self.hooks.probe_job(job.task_config())
             if action == "wait":
                 continue
             del self.waiting[num]
@@ -121,7 +122,7 @@ class _Follower:
                 self.progress.requeued(job, detail)
                 self._submit([job])
                 continue
-            value = {"state": "done"} if action == "done" else {"state": "failed", "error": detail}
+            value = run | ({"state": "done"} if action == "done" else {"state": "failed", "error": detail})
             self.returns[num] = ret = job.job_return(JobStatus.COMPLETED, value)
             self.progress.ended(job, ret)
 

@@ -5,8 +5,10 @@ module provides (opsd_sweep.cycle does):
   validate_job(job_cfg) -> run | None    raise on a job that cannot run (checked for the whole grid first);
                                          the run it would run (jobs naming one run are refused), or None
   record_lost_job(job_cfg, error, owner) a job's process died without returning (SIGKILL, OOM, scancel)
-  probe_job(job_cfg) -> (action, detail) SLURM only: 'done' | 'failed' (settled, not submitted),
-                                         'wait' (a live process or SLURM job holds it), 'submit'
+  probe_job(job_cfg) -> (action, detail, run)
+                                         SLURM only: 'done' | 'failed' (settled, not submitted),
+                                         'wait' (a live process or SLURM job holds it), 'submit'; `run` is a
+                                         dict (the run's key and run_dir) that the job's answer carries
   record_submitted_job(job_cfg, job_id)  SLURM only: the job now queued for this run
 """
 
