@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,8 +35,23 @@ class PhaseFailed(RuntimeError):
     def __init__(self, phase: str, returncode: int, log: Path):
         how = f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with code {returncode}"
         job = f" in SLURM job {slurm_job_id()}" if slurm_job_id() else ""
-        super().__init__(f"{phase} phase {how}{job}; see {log}")
+        said = last_error_line(log)
+        super().__init__(f"{phase} phase {how}{job}" + (f": {said}" if said else "") + f"; see {log}")
         self.log = log
+
+
+ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
+def last_error_line(log: Path) -> str | None:
+    """What the phase said last in this attempt's part of its log: its exception line if it printed a
+    traceback, else its last line (e.g. a SystemExit message); progress-bar redraws are skipped."""
+    section = log.read_text(errors="replace").rsplit(" ===\n", 1)[-1]  # after this attempt's header
+    lines = [line.rsplit("\r", 1)[-1].strip() for line in section.splitlines()]
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if ERROR_LINE.match(line)]
+    said = errors[-1] if errors else lines[-1] if lines else None
+    return said[:300] if said else None
 
 
 def locate_run(run: RunConfig) -> tuple[str, RunDir]:
@@ -82,8 +98,9 @@ def run_cycle(run: RunConfig) -> dict:
     """
     key, run_dir = locate_run(run)
     result = {"key": key, "run_dir": str(run_dir.path)}
-    skip = skip_reason(run, run_dir.read_status())
-    if skip is None:
+    status = settled_status(run_dir)
+    skip = skip_reason(run, status)
+    if skip is None or status.get("recovered"):  # a recovered status is written back under the claim
         try:
             claim = claim_run(run_dir)
         except RunClaimedError as err:
@@ -91,10 +108,12 @@ def run_cycle(run: RunConfig) -> dict:
         else:
             try:
                 # Read again under the claim: another sweep may have finished the run meanwhile.
-                previous = run_dir.read_status()
+                previous = settled_status(run_dir)
                 skip = skip_reason(run, previous)
                 if skip is None:
                     return result | _run_claimed(run, key, run_dir, previous, claim)
+                if previous.get("recovered"):
+                    run_dir.update_status()  # the unreadable file is kept aside as status.json.unreadable
             finally:
                 release_run(claim)
     print(f"[opsd_sweep] skip {run_dir.path.name}: {skip[1]}", flush=True)
@@ -106,6 +125,9 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
         shutil.rmtree(run_dir.train_dir, ignore_errors=True)
         shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         previous = {"attempts": previous.get("attempts", 0)}
+    if previous.get("eval_unreadable"):
+        print(f"[opsd_sweep] {run_dir.path.name}: {run_dir.eval_json} does not read back; evaluating again "
+              "from the final checkpoint (no retraining)", flush=True)
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
     phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
     gpu_hours = previous.get("gpu_hours") if isinstance(previous.get("gpu_hours"), (int, float)) else 0.0
@@ -156,7 +178,17 @@ def _phase_complete(phase: str, run: RunConfig, run_dir: RunDir) -> bool:
     final = _final_checkpoint(run, run_dir)
     if phase == "train" or final is None:
         return final is not None
-    return run_dir.eval_json.exists() and read_json(run_dir.eval_json).get("checkpoint") == str(final)
+    evaluation = run_dir.read_eval()
+    return evaluation is not None and evaluation.get("checkpoint") == str(final)
+
+
+def settled_status(run_dir: RunDir) -> dict:
+    """status.json as the skip decision reads it: a run marked done whose eval.json does not read back
+    (truncated, corrupted) is not done: its evaluation runs again, from the checkpoint it already has."""
+    status = run_dir.read_status()
+    if status.get("state") == "done" and run_dir.read_eval() is None:
+        return status | {"state": "evaluating", "eval_unreadable": True}
+    return status
 
 
 def free_port() -> int:
@@ -211,8 +243,7 @@ def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
     run = load_run_config(job_cfg)
     key, run_dir = locate_run(run)
     where = {"key": key, "run_dir": str(run_dir.path)}
-    status = run_dir.read_status()
-    skip = skip_reason(run, status)
+    skip = skip_reason(run, settled_status(run_dir))
     if skip is not None:
         return *skip, where
     owner = current_owner(run_dir)

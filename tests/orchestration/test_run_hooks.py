@@ -50,6 +50,9 @@ def test_probe_says_submit_wait_or_settled(job):
     assert action == "wait" and f"pid {os.getpid()}" in detail and run["run_dir"] == str(run_dir.path)
     release_run(claim)
     run_dir.update_status(state="done")
+    assert probe_job(cfg)[0] == "submit"  # done, but no eval.json reads back: evaluate again
+    run_dir.eval_json.parent.mkdir()
+    run_dir.eval_json.write_text(json.dumps({"metrics": {}, "problems": []}))
     assert probe_job(cfg)[:2] == ("done", "already done")
     run_dir.update_status(state="failed")
     assert probe_job(cfg)[0] == "failed"

@@ -41,10 +41,10 @@ def evaluate_standalone(run: RunConfig) -> dict:
     if run.eval.checkpoint:
         run.eval.checkpoint = str(Path(run.eval.checkpoint).expanduser().absolute())
     key, run_dir = locate_eval_dir(run)
-    if run.force:  # from scratch: no eval.json, no finished shards
-        shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
     claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
     try:
+        if run.force:  # from scratch: no eval.json, no finished shards (only under the claim: never another's)
+            shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
         run_dir.update_status(key=key, kind=KIND, state="evaluating", started_at=utc_now(), ended_at=None,
                               error=None)
