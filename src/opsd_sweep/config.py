@@ -11,7 +11,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
@@ -225,8 +225,10 @@ CHOICES = {
 }
 
 
-def load_run_config(cfg: DictConfig | dict) -> RunConfig:
-    """Resolve, type-check and validate a composed config; raise ConfigError listing every problem."""
+def load_run_config(cfg: DictConfig | dict,
+                    more_checks: tuple[Callable[[RunConfig], list[str]], ...] = ()) -> RunConfig:
+    """Resolve, type-check and validate a composed config; raise ConfigError listing every problem (those
+    of `more_checks` too, e.g. the pre-flight of the files it names)."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     container = {k: v for k, v in container.items() if k != "hydra"}
     try:
@@ -235,7 +237,7 @@ def load_run_config(cfg: DictConfig | dict) -> RunConfig:
     except Exception as err:  # omegaconf's errors name the key; keep them, add where to fix it
         raise ConfigError(f"invalid config: {err}\nFix the override or the YAML under conf/.") from err
     _make_paths_absolute(run)
-    problems = validate(run)
+    problems = validate(run) + [problem for check in more_checks for problem in check(run)]
     if problems:
         raise ConfigError("invalid run config:\n  - " + "\n  - ".join(problems))
     return run
@@ -269,6 +271,11 @@ def validate(run: RunConfig) -> list[str]:
         value = get_dotted(run, key)
         need(value in allowed, f"{key}={value!r} is not one of {list(allowed)}")
     need(run.learning_rate > 0, f"learning_rate={run.learning_rate} must be > 0 (e.g. learning_rate=5e-6)")
+    group = Path(run.group)
+    need(run.group not in ("", ".") and not group.is_absolute() and ".." not in group.parts,
+         f"group={run.group!r} must name a folder inside results_root ({run.results_root}): a relative path "
+         "without '..' (e.g. group=lr_sweep); to write elsewhere, set results_root")
+    need(run.clip is None or run.clip >= 0, f"clip={run.clip} must be >= 0 or null (e.g. clip=0.05)")
     t = run.train
     need(t.num_gpus >= 0, f"train.num_gpus={t.num_gpus} must be >= 0 (0 = CPU)")
     for key in ("per_device_batch_size", "grad_accum_steps", "global_batch_size", "save_steps"):

@@ -20,9 +20,12 @@ import time
 import traceback
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.interrupt import signals_raise
+from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
                              atomic_write_text, claim_run, current_owner, find_run_dir, owner_alive, read_json,
                              release_run, run_key, run_slug, slurm_job_id, slurm_job_state, utc_now)
@@ -94,8 +97,13 @@ def run_cycle(run: RunConfig) -> dict:
     """Run one train-then-eval cycle unless it is settled or claimed by a live process.
 
     Returns a small dict: key, run_dir, state ('done' | 'failed' | 'skipped'); a skipped run has a
-    reason 'done' | 'failed' | 'claimed'.
+    reason 'done' | 'failed' | 'claimed' and a detail (the text printed).
     """
+    with signals_raise():  # Ctrl-C / SIGTERM: the run is marked interrupted, the claim released
+        return _run_cycle(run)
+
+
+def _run_cycle(run: RunConfig) -> dict:
     key, run_dir = locate_run(run)
     result = {"key": key, "run_dir": str(run_dir.path)}
     status = settled_status(run_dir)
@@ -117,7 +125,7 @@ def run_cycle(run: RunConfig) -> dict:
             finally:
                 release_run(claim)
     print(f"[opsd_sweep] skip {run_dir.path.name}: {skip[1]}", flush=True)
-    return result | {"state": "skipped", "reason": skip[0]}
+    return result | {"state": "skipped", "reason": skip[0], "detail": skip[1]}
 
 
 def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
@@ -157,6 +165,12 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
                 phase_seconds[phase] = round(phase_seconds.get(phase, 0.0) + seconds, 2)
                 gpu_hours = round(gpu_hours + seconds * len(gpus) / 3600, 4)
                 run_dir.update_status(phase_seconds=phase_seconds, gpu_hours=gpu_hours)
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the phase process is stopped; a rerun resumes
+        during = run_dir.read_status().get("state")
+        run_dir.update_status(state="interrupted", ended_at=utc_now(),
+                              error={"message": f"{err or 'interrupted by SIGINT'} while {during}; run the sweep "
+                                                "again to resume", "log": None})
+        raise
     except Exception as err:  # record any failure; the sweep goes on
         message = str(err) if isinstance(err, PhaseFailed) else traceback.format_exc(limit=3)
         log = str(err.log) if isinstance(err, PhaseFailed) else None
@@ -230,10 +244,31 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
 
 # --- hooks for the launchers (hydra.launcher.validate / on_lost / probe in conf/hydra/launcher/) ---
 
+STANDALONE_APP = "standalone"  # hydra.job.name of `python -m opsd_sweep.evaluate` (evaluate/standalone.py)
+
+
+def load_cycle_config(cfg: DictConfig) -> RunConfig:
+    """load_run_config plus what a train-then-eval cycle needs beyond a valid config: at least one training
+    step, and model, data and eval sources that exist (preflight); raise one ConfigError listing all."""
+    return load_run_config(cfg, more_checks=(_cycle_problems, lambda run: preflight_problems(run, train=True)))
+
+
+def _cycle_problems(run: RunConfig) -> list[str]:
+    if run.train.max_steps == 0:
+        return ["train.max_steps=0 trains nothing, and a cycle evaluates what it trained; give it >= 1 step, "
+                "or evaluate the untrained model with python -m opsd_sweep.evaluate train.max_steps=0 ..."]
+    return []
+
+
 def validate_job(job_cfg: DictConfig) -> str:
     """Raise ConfigError when a composed job config cannot run (the launcher checks the whole grid);
-    return the run dir it would run, so the launcher can refuse two jobs that would share one."""
-    return str(locate_run(load_run_config(job_cfg))[1].path)
+    return the run dir it would run, so the launcher can refuse two jobs that would share one. Jobs of
+    the standalone evaluation are checked (and located) as evaluations."""
+    if HydraConfig.initialized() and HydraConfig.get().job.name == STANDALONE_APP:
+        from opsd_sweep.evaluate.standalone import load_eval_config, locate_eval_dir
+
+        return str(locate_eval_dir(load_eval_config(job_cfg))[1].path)
+    return str(locate_run(load_cycle_config(job_cfg))[1].path)
 
 
 def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
@@ -270,7 +305,7 @@ def record_lost_job(job_cfg: DictConfig, error: dict, owner: dict) -> None:
     run = load_run_config(job_cfg)
     key, run_dir = locate_run(run)
     status = run_dir.read_status()
-    if status.get("state") in ("done", "failed"):
+    if status.get("state") in ("done", "failed", "interrupted"):  # interrupted: it said so itself; resumable
         return
     ours = all(status.get(field) in (None, value) for field, value in owner.items())
     holder = current_owner(run_dir)

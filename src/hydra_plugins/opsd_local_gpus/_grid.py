@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,12 @@ class SweepConfigError(CompactHydraException, ValueError):
 
 
 class JobFailedError(CompactHydraException, RuntimeError):
-    """A job of the sweep failed; the message lists every failed job of the sweep."""
+    """A job of the sweep failed; the message lists every failed job of the sweep. `answer` is what the
+    job itself returned or raised (None when it never ran)."""
+
+    def __init__(self, message: str, answer: object = None):
+        super().__init__(message)
+        self.answer = answer
 
 
 @dataclass
@@ -55,9 +61,29 @@ def prepare_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
     assert launcher.config is not None and launcher.hydra_context is not None
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
-    Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     hooks = importlib.import_module(launcher.hooks) if launcher.hooks else None
-    return hooks, plan_jobs(launcher.hydra_context, launcher.config, job_overrides, initial_job_idx, hooks, job_id)
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    try:
+        jobs = plan_jobs(launcher.hydra_context, launcher.config, job_overrides, initial_job_idx, hooks, job_id)
+    except SweepConfigError:
+        remove_rejected_sweep_dir(sweep_dir, Path(str(launcher.config.get("results_root", "."))))
+        raise
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    return hooks, jobs
+
+
+def remove_rejected_sweep_dir(sweep_dir: Path, results_root: Path) -> None:
+    """A rejected sweep leaves nothing on disk: remove the sweep dir when it holds no more than the
+    multirun.yaml that Hydra's sweeper saved, then every folder above it and above the results root that
+    is left empty (Hydra made them for this sweep); never the working directory."""
+    if not sweep_dir.is_dir() or any(p.name != "multirun.yaml" for p in sweep_dir.iterdir()):
+        return
+    (sweep_dir / "multirun.yaml").unlink(missing_ok=True)
+    for start in (sweep_dir, results_root):
+        folder = Path(os.path.normpath(start.absolute()))
+        while folder.is_dir() and folder != Path.cwd() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
 
 
 def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],
