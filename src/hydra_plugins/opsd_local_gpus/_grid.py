@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from hydra.errors import CompactHydraException
 from hydra.types import HydraContext
@@ -100,6 +101,7 @@ def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Se
                 cfg.hydra.job.id = job_id.format(num=num)
                 cfg.hydra.job.num = num
             job = PlannedJob(num, list(overrides), cfg, int(cfg.hydra.launcher.gpus_per_job))
+            HydraConfig.instance().set_config(cfg)  # the hooks see the job's HydraConfig, as the job will
             run = hooks.validate_job(job.task_config()) if hooks is not None else None
         except Exception as err:  # gather every problem, then report them together
             problems.setdefault(str(err).strip(), []).append(f"#{num} {' '.join(overrides)}")
