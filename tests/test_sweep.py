@@ -43,7 +43,7 @@ def test_rerun_skips_finished_runs(swept, cache_dir):
     results, _ = swept
     again = run_sweep(GRID, results, cache_dir)
     assert again.returncode == 0
-    assert again.stdout.count("already done") == 4, again.stdout
+    assert again.stdout.count("skipped (already done)") == 4, again.stdout
 
 
 def test_summary_has_one_row_per_run_and_per_config(swept, tmp_path):

@@ -11,14 +11,15 @@ import hydra
 from omegaconf import DictConfig
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.config import RunConfig, load_run_config
-from opsd_sweep.cycle import run_cycle
+from opsd_sweep.config import RunConfig
+from opsd_sweep.cycle import load_cycle_config, run_cycle
+from opsd_sweep.interrupt import exit_code
 from opsd_sweep.tiny import ensure_tiny_assets
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def main(cfg: DictConfig) -> dict:
-    run = load_run_config(cfg)  # a bad config raises here, before any compute
+    run = load_cycle_config(cfg)  # a bad config raises here, before any compute
     if run.tiny is not None:
         ensure_tiny_assets(run.tiny)
     return run_cycle(run)
@@ -65,4 +66,8 @@ if __name__ == "__main__":
     if problems:
         sys.exit("\n".join(problems) + "\nValid keys are the fields of RunConfig (src/opsd_sweep/config.py); "
                  "`python -m opsd_sweep --cfg job` prints the composed config.")
-    main()
+    try:
+        main()
+    except KeyboardInterrupt as err:  # a single run (no -m) stopped by Ctrl-C or SIGTERM; marked interrupted
+        print(f"[opsd_sweep] {err or 'interrupted by SIGINT'}: run the same command again to resume", file=sys.stderr)
+        sys.exit(exit_code(err))

@@ -11,11 +11,12 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from opsd_sweep.backends import BACKENDS, vllm_installed
+from opsd_sweep.identity import path_identity
 
 
 class ConfigError(ValueError):
@@ -223,9 +224,9 @@ class RunConfig:
 
 # Fields that say where things are or how the run is launched, not what is computed: they never
 # enter the run key, so moving a results folder or switching launcher never repeats a finished run.
+# model.path, data.path and eval.path do enter it, as the identity of what they name (identity.py).
 NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "baseline")
-NON_SEMANTIC_SUBFIELDS = {"model": ("path",), "data": ("path",),
-                          "eval": ("path", "batch_size", "max_num_seqs", "backend", "shard_size", "engines", "tensor_parallel_size",
+NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "shard_size", "engines", "tensor_parallel_size",
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers", "average_last"),
                           "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
@@ -253,8 +254,10 @@ CHOICES = {
 }
 
 
-def load_run_config(cfg: DictConfig | dict) -> RunConfig:
-    """Resolve, type-check and validate a composed config; raise ConfigError listing every problem."""
+def load_run_config(cfg: DictConfig | dict,
+                    more_checks: tuple[Callable[[RunConfig], list[str]], ...] = ()) -> RunConfig:
+    """Resolve, type-check and validate a composed config; raise ConfigError listing every problem (those
+    of `more_checks` too, e.g. the pre-flight of the files it names)."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     container = {k: v for k, v in container.items() if k != "hydra"}
     try:
@@ -263,7 +266,7 @@ def load_run_config(cfg: DictConfig | dict) -> RunConfig:
     except Exception as err:  # omegaconf's errors name the key; keep them, add where to fix it
         raise ConfigError(f"invalid config: {err}\nFix the override or the YAML under conf/.") from err
     _make_paths_absolute(run)
-    problems = validate(run)
+    problems = validate(run) + [problem for check in more_checks for problem in check(run)]
     if problems:
         raise ConfigError("invalid run config:\n  - " + "\n  - ".join(problems))
     return run
@@ -297,6 +300,11 @@ def validate(run: RunConfig) -> list[str]:
         value = get_dotted(run, key)
         need(value in allowed, f"{key}={value!r} is not one of {list(allowed)}")
     need(run.learning_rate > 0, f"learning_rate={run.learning_rate} must be > 0 (e.g. learning_rate=5e-6)")
+    group = Path(run.group)
+    need(run.group not in ("", ".") and not group.is_absolute() and ".." not in group.parts,
+         f"group={run.group!r} must name a folder inside results_root ({run.results_root}): a relative path "
+         "without '..' (e.g. group=lr_sweep); to write elsewhere, set results_root")
+    need(run.clip is None or run.clip >= 0, f"clip={run.clip} must be >= 0 or null (e.g. clip=0.05)")
     t = run.train
     need(t.num_gpus >= 0, f"train.num_gpus={t.num_gpus} must be >= 0 (0 = CPU)")
     for key in ("per_device_batch_size", "grad_accum_steps", "global_batch_size", "save_steps"):
@@ -422,4 +430,10 @@ def semantic_dict(run: RunConfig) -> dict:
     omitted = [(section, key) for (section, key), when in KEY_OMITTED_WHEN.items() if when(data[section])]
     for section, key in omitted:
         data[section].pop(key)
+    tiny_dir = run.tiny.dir if run.tiny is not None else None
+    for section in ("model", "data", "eval"):
+        path = data[section]["path"]
+        data[section]["path"] = path_identity(path, is_local_path(path), tiny_dir)
+    for benchmark in (data["eval"].get("suite") or {}).values():  # eval=math_suite: each benchmark's table
+        benchmark["path"] = path_identity(benchmark["path"], is_local_path(benchmark["path"]), tiny_dir)
     return data

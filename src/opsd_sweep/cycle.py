@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -19,10 +20,13 @@ import time
 import traceback
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import backends
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.interrupt import signals_raise
+from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
                              atomic_write_text, claim_run, current_owner, find_run_dir, owner_alive, read_json,
                              release_run, run_key, run_slug, slurm_job_id, slurm_job_state, utc_now)
@@ -35,8 +39,23 @@ class PhaseFailed(RuntimeError):
     def __init__(self, phase: str, returncode: int, log: Path):
         how = f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with code {returncode}"
         job = f" in SLURM job {slurm_job_id()}" if slurm_job_id() else ""
-        super().__init__(f"{phase} phase {how}{job}; see {log}")
+        said = last_error_line(log)
+        super().__init__(f"{phase} phase {how}{job}" + (f": {said}" if said else "") + f"; see {log}")
         self.log = log
+
+
+ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
+def last_error_line(log: Path) -> str | None:
+    """What the phase said last in this attempt's part of its log: its exception line if it printed a
+    traceback, else its last line (e.g. a SystemExit message); progress-bar redraws are skipped."""
+    section = log.read_text(errors="replace").rsplit(" ===\n", 1)[-1]  # after this attempt's header
+    lines = [line.rsplit("\r", 1)[-1].strip() for line in section.splitlines()]
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if ERROR_LINE.match(line)]
+    said = errors[-1] if errors else lines[-1] if lines else None
+    return said[:300] if said else None
 
 
 def locate_run(run: RunConfig) -> tuple[str, RunDir]:
@@ -79,12 +98,18 @@ def run_cycle(run: RunConfig) -> dict:
     """Run one train-then-eval cycle unless it is settled or claimed by a live process.
 
     Returns a small dict: key, run_dir, state ('done' | 'failed' | 'skipped'); a skipped run has a
-    reason 'done' | 'failed' | 'claimed'.
+    reason 'done' | 'failed' | 'claimed' and a detail (the text printed).
     """
+    with signals_raise():  # Ctrl-C / SIGTERM: the run is marked interrupted, the claim released
+        return _run_cycle(run)
+
+
+def _run_cycle(run: RunConfig) -> dict:
     key, run_dir = locate_run(run)
     result = {"key": key, "run_dir": str(run_dir.path)}
-    skip = skip_reason(run, run_dir.read_status())
-    if skip is None:
+    status = settled_status(run_dir)
+    skip = skip_reason(run, status)
+    if skip is None or status.get("recovered"):  # a recovered status is written back under the claim
         try:
             claim = claim_run(run_dir)
         except RunClaimedError as err:
@@ -92,14 +117,16 @@ def run_cycle(run: RunConfig) -> dict:
         else:
             try:
                 # Read again under the claim: another sweep may have finished the run meanwhile.
-                previous = run_dir.read_status()
+                previous = settled_status(run_dir)
                 skip = skip_reason(run, previous)
                 if skip is None:
                     return result | _run_claimed(run, key, run_dir, previous, claim)
+                if previous.get("recovered"):
+                    run_dir.update_status()  # the unreadable file is kept aside as status.json.unreadable
             finally:
                 release_run(claim)
     print(f"[opsd_sweep] skip {run_dir.path.name}: {skip[1]}", flush=True)
-    return result | {"state": "skipped", "reason": skip[0]}
+    return result | {"state": "skipped", "reason": skip[0], "detail": skip[1]}
 
 
 def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
@@ -107,6 +134,9 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
         shutil.rmtree(run_dir.train_dir, ignore_errors=True)
         shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         previous = {"attempts": previous.get("attempts", 0)}
+    if previous.get("eval_unreadable"):
+        print(f"[opsd_sweep] {run_dir.path.name}: {run_dir.eval_json} does not read back; evaluating again "
+              "from the final checkpoint (no retraining)", flush=True)
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
     phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
     gpu_hours = previous.get("gpu_hours") if isinstance(previous.get("gpu_hours"), (int, float)) else 0.0
@@ -137,6 +167,12 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
                     phase_seconds[name] = round(phase_seconds.get(name, 0.0) + part, 2)
                 gpu_hours = round(gpu_hours + seconds * len(gpus) / 3600, 4)
                 run_dir.update_status(phase_seconds=phase_seconds, gpu_hours=gpu_hours)
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the phase process is stopped; a rerun resumes
+        during = run_dir.read_status().get("state")
+        run_dir.update_status(state="interrupted", ended_at=utc_now(),
+                              error={"message": f"{err or 'interrupted by SIGINT'} while {during}; run the sweep "
+                                                "again to resume", "log": None})
+        raise
     except Exception as err:  # record any failure; the sweep goes on
         message = str(err) if isinstance(err, PhaseFailed) else traceback.format_exc(limit=3)
         log = str(err.log) if isinstance(err, PhaseFailed) else None
@@ -158,7 +194,17 @@ def _phase_complete(phase: str, run: RunConfig, run_dir: RunDir) -> bool:
     final = _final_checkpoint(run, run_dir)
     if phase == "train" or final is None:
         return final is not None
-    return run_dir.eval_json.exists() and read_json(run_dir.eval_json).get("checkpoint") == str(final)
+    evaluation = run_dir.read_eval()
+    return evaluation is not None and evaluation.get("checkpoint") == str(final)
+
+
+def settled_status(run_dir: RunDir) -> dict:
+    """status.json as the skip decision reads it: a run marked done whose eval.json does not read back
+    (truncated, corrupted) is not done: its evaluation runs again, from the checkpoint it already has."""
+    status = run_dir.read_status()
+    if status.get("state") == "done" and run_dir.read_eval() is None:
+        return status | {"state": "evaluating", "eval_unreadable": True}
+    return status
 
 
 def _split_phase_seconds(phase: str, seconds: float, run: RunConfig, run_dir: RunDir) -> dict[str, float]:
@@ -221,27 +267,50 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
 
 # --- hooks for the launchers (hydra.launcher.validate / on_lost / probe in conf/hydra/launcher/) ---
 
-def validate_job(job_cfg: DictConfig) -> None:
-    """Raise ConfigError when a composed job config cannot run (the launcher checks the whole grid)."""
-    load_run_config(job_cfg)
+STANDALONE_APP = "standalone"  # hydra.job.name of `python -m opsd_sweep.evaluate` (evaluate/standalone.py)
 
 
-def probe_job(job_cfg: DictConfig) -> tuple[str, str]:
-    """What a launcher should do with a job before submitting it, and why: 'done' or 'failed' (settled:
-    skip it), 'wait' (a live process or a queued SLURM job holds it) or 'submit'."""
+def load_cycle_config(cfg: DictConfig) -> RunConfig:
+    """load_run_config plus what a train-then-eval cycle needs beyond a valid config: at least one training
+    step, and model, data and eval sources that exist (preflight); raise one ConfigError listing all."""
+    return load_run_config(cfg, more_checks=(_cycle_problems, lambda run: preflight_problems(run, train=True)))
+
+
+def _cycle_problems(run: RunConfig) -> list[str]:
+    if run.train.max_steps == 0:
+        return ["train.max_steps=0 trains nothing, and a cycle evaluates what it trained; give it >= 1 step, "
+                "or evaluate the untrained model with python -m opsd_sweep.evaluate train.max_steps=0 ..."]
+    return []
+
+
+def validate_job(job_cfg: DictConfig) -> str:
+    """Raise ConfigError when a composed job config cannot run (the launcher checks the whole grid);
+    return the run dir it would run, so the launcher can refuse two jobs that would share one. Jobs of
+    the standalone evaluation are checked (and located) as evaluations."""
+    if HydraConfig.initialized() and HydraConfig.get().job.name == STANDALONE_APP:
+        from opsd_sweep.evaluate.standalone import load_eval_config, locate_eval_dir
+
+        return str(locate_eval_dir(load_eval_config(job_cfg))[1].path)
+    return str(locate_run(load_cycle_config(job_cfg))[1].path)
+
+
+def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
+    """What a launcher should do with a job before submitting it, why, and which run it is: action 'done'
+    or 'failed' (settled: skip it), 'wait' (a live process or a queued SLURM job holds it) or 'submit';
+    the run as run_cycle names it ({key, run_dir}), for the answer the launcher gives in the job's place."""
     run = load_run_config(job_cfg)
-    _, run_dir = locate_run(run)
-    status = run_dir.read_status()
-    skip = skip_reason(run, status)
+    key, run_dir = locate_run(run)
+    where = {"key": key, "run_dir": str(run_dir.path)}
+    skip = skip_reason(run, settled_status(run_dir))
     if skip is not None:
-        return skip
+        return *skip, where
     owner = current_owner(run_dir)
     if owner is not None and owner_alive(owner):
-        return "wait", str(RunClaimedError(run_dir, owner))
+        return "wait", str(RunClaimedError(run_dir, owner)), where
     queued = read_json(run_dir.submission)["job_id"] if run_dir.submission.exists() else None
     if queued is not None and slurm_job_state(queued) in SLURM_LIVE_STATES:
-        return "wait", f"queued as SLURM job {queued}"
-    return "submit", "not done"
+        return "wait", f"queued as SLURM job {queued}", where
+    return "submit", "not done", where
 
 
 def record_submitted_job(job_cfg: DictConfig, job_id: str) -> None:
@@ -259,7 +328,7 @@ def record_lost_job(job_cfg: DictConfig, error: dict, owner: dict) -> None:
     run = load_run_config(job_cfg)
     key, run_dir = locate_run(run)
     status = run_dir.read_status()
-    if status.get("state") in ("done", "failed"):
+    if status.get("state") in ("done", "failed", "interrupted"):  # interrupted: it said so itself; resumable
         return
     ours = all(status.get(field) in (None, value) for field, value in owner.items())
     holder = current_owner(run_dir)

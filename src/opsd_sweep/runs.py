@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-STATES = ("pending", "training", "evaluating", "done", "failed")
+STATES = ("pending", "training", "evaluating", "interrupted", "done", "failed")
 
 
 # --- atomic files --------------------------------------------------------------------------------
@@ -45,6 +46,14 @@ def atomic_write_json(path: Path | str, data: Any) -> None:
 
 def read_json(path: Path | str) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def read_json_or_none(path: Path | str) -> Any:
+    """The JSON in `path`, or None when it is missing or does not read back (torn, corrupted, not UTF-8)."""
+    try:
+        return read_json(path)
+    except (FileNotFoundError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
 
 
 def utc_now() -> str:
@@ -139,21 +148,55 @@ class RunDir:
                 found.append((int(step), path))
         return sorted(found)
 
+    def read_eval(self) -> dict | None:
+        """eval/eval.json when it reads back whole (an object with metrics and problems), else None."""
+        data = read_json_or_none(self.eval_json)
+        return data if isinstance(data, dict) and {"metrics", "problems"} <= data.keys() else None
+
     def latest_checkpoint(self) -> Path | None:
         found = self.checkpoints()
         return found[-1][1] if found else None
 
+    @property
+    def status_copy(self) -> Path:
+        """A second copy of status.json, from which an unreadable status.json is recovered."""
+        return self.path / "status.prev.json"
+
     def read_status(self) -> dict:
-        """The status dict, or {} when the run has never been started (or status.json is unreadable)."""
-        try:
-            return read_json(self.status)
-        except (FileNotFoundError, json.JSONDecodeError):
+        """The status dict, or {} when the run has never been started. An unreadable status.json (torn,
+        corrupted, not UTF-8, not an object) is reported by name and recovered (see _recover_status)."""
+        if not self.status.exists():
             return {}
+        status = read_json_or_none(self.status)
+        return status if isinstance(status, dict) else self._recover_status()
 
     def update_status(self, **fields: Any) -> dict:
         status = self.read_status() | fields
+        if self.status.exists() and not isinstance(read_json_or_none(self.status), dict):
+            os.replace(self.status, self.path / "status.json.unreadable")  # kept for a post-mortem
+        atomic_write_json(self.status_copy, status)
         atomic_write_json(self.status, status)
         return status
+
+    def _recover_status(self) -> dict:
+        """The status of a run whose status.json does not read back: its second copy when that reads,
+        else what the run dir shows (done if eval.json reads back, else interrupted: a rerun continues
+        it; attempts = phase starts in its logs). The dict says where it came from under `recovered`."""
+        copy = read_json_or_none(self.status_copy)
+        if isinstance(copy, dict):
+            status = copy | {"recovered": f"unreadable {self.status}; recovered from {self.status_copy.name}"}
+        else:
+            starts = [self.log(p).read_text(errors="replace").count(f" {phase} ===") if self.log(p).exists() else 0
+                      for p, phase in (("train", "train"), ("eval", "evaluate"))]
+            status = {"state": "done" if self.read_eval() is not None else "interrupted", "attempts": max(starts),
+                      "recovered": f"unreadable {self.status}; recovered from the run dir (phase times lost)"}
+        if self.status not in _REPORTED:
+            _REPORTED.add(self.status)
+            print(f"[opsd_sweep] warning: {status['recovered']}", file=sys.stderr, flush=True)
+        return status
+
+
+_REPORTED: set[Path] = set()  # unreadable status files already reported by this process
 
 
 def find_run_dir(group_dir: Path, key: str, slug: str) -> RunDir:
@@ -251,9 +294,12 @@ def owner_alive(owner: dict) -> bool:
 #
 # A claim is a numbered file under <run>/claims/ holding its owner; the highest number is the current
 # owner. A file is created complete (written to a temp name, then hard-linked: link fails if the name
-# exists), so exactly one process creates each number. Taking over a stale claim N means creating
-# N + 1; two processes that both judged N stale race for the same name and one loses. A claimer that
-# sees a higher number after creating its own has lost and withdraws.
+# exists), so exactly one process creates each number. Numbers only grow: releasing a claim rewrites its
+# file as released (it stays the highest), so the next claimer takes N + 1 and no number is ever used
+# twice. Taking over a stale or released claim N means creating N + 1; two processes that both judged N
+# stale race for the same name and one loses. A claimer that sees a higher number after creating its
+# own has lost and withdraws. A claim file is removed only after reading back the nonce of the owner
+# it was judged to belong to, so a stalled process never removes someone else's live claim.
 
 class RunClaimedError(RuntimeError):
     """Another live process holds this run."""
@@ -282,14 +328,25 @@ def _claim_path(run_dir: RunDir, number: int) -> Path:
     return run_dir.claims / f"{number:08d}"
 
 
+def _holder(run_dir: RunDir) -> tuple[list[int], dict | None]:
+    """(claim numbers, the record in the highest claim file), read consistently (retried when a file
+    goes away while we look); the record is None when there are no claims."""
+    while True:
+        numbers = _claim_numbers(run_dir)
+        if not numbers:
+            return numbers, None
+        try:
+            return numbers, read_json(_claim_path(run_dir, numbers[-1]))
+        except FileNotFoundError:
+            continue  # superseded and removed while we looked
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return numbers, {"released_at": "unreadable claim file"}  # not a live owner: take it over
+
+
 def current_owner(run_dir: RunDir) -> dict | None:
     """The owner recorded in the highest claim file (alive or not), or None when nobody claims the run."""
-    for number in reversed(_claim_numbers(run_dir)):
-        try:
-            return read_json(_claim_path(run_dir, number))
-        except FileNotFoundError:
-            continue  # released while we looked
-    return None
+    holder = _holder(run_dir)[1]
+    return None if holder is None or holder.get("released_at") else holder
 
 
 def _create_exclusive(path: Path, data: dict) -> bool:
@@ -306,36 +363,44 @@ def _create_exclusive(path: Path, data: dict) -> bool:
         os.unlink(tmp)
 
 
+def _remove_if_nonce(path: Path, nonce: str | None) -> None:
+    """Remove a claim file only if it still holds `nonce`: move it aside under a name of our own, read
+    it there, and put it back if it turns out to be another owner's."""
+    aside = path.with_name(f".{path.name}.{uuid.uuid4().hex}.check")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return  # already removed
+    if (read_json_or_none(aside) or {}).get("nonce") == nonce:
+        aside.unlink()
+    else:
+        os.link(aside, path)  # not ours after all; its name is free again (numbers are never reused)
+        aside.unlink()
+
+
 def claim_run(run_dir: RunDir, attempts: int = 8) -> Claim:
     """Claim the run for this process, taking over a stale claim; raise RunClaimedError if it is live."""
     run_dir.claims.mkdir(parents=True, exist_ok=True)
     owner = owner_info()
     for _ in range(attempts):
-        numbers = _claim_numbers(run_dir)
-        if numbers:
-            try:
-                holder = read_json(_claim_path(run_dir, numbers[-1]))
-            except FileNotFoundError:
-                continue  # released while we looked
-            if owner_alive(holder):
-                raise RunClaimedError(run_dir, holder)
+        numbers, holder = _holder(run_dir)
+        if holder is not None and not holder.get("released_at") and owner_alive(holder):
+            raise RunClaimedError(run_dir, holder)
         mine = numbers[-1] + 1 if numbers else 1
         path = _claim_path(run_dir, mine)
         if not _create_exclusive(path, owner):
             continue  # another claimer took this number first: look again
         if _claim_numbers(run_dir)[-1] != mine:
-            path.unlink()  # someone went higher while we created ours: theirs stands
+            _remove_if_nonce(path, owner["nonce"])  # someone went higher while we created ours: theirs stands
             continue
-        for number in numbers:  # superseded claims of dead owners
-            _claim_path(run_dir, number).unlink(missing_ok=True)
+        if numbers:  # the claim we judged dead or released (older ones were removed when it took over)
+            _remove_if_nonce(_claim_path(run_dir, numbers[-1]), holder.get("nonce"))
         return Claim(path, owner)
     raise RunClaimedError(run_dir, None)
 
 
 def release_run(claim: Claim) -> None:
-    """Drop our claim (unless a takeover already replaced it)."""
-    try:
-        if read_json(claim.path).get("nonce") == claim.owner["nonce"]:
-            claim.path.unlink(missing_ok=True)
-    except FileNotFoundError:
-        pass  # a takeover already cleaned it up: nothing of ours is left to drop
+    """Mark our claim released, unless a takeover already replaced it. The file stays (numbers only grow)."""
+    current = read_json_or_none(claim.path)
+    if current is not None and current.get("nonce") == claim.owner["nonce"]:
+        atomic_write_json(claim.path, claim.owner | {"released_at": utc_now()})

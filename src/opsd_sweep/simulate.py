@@ -100,10 +100,14 @@ def simulate_cycle(run: RunConfig, run_dir: RunDir) -> dict:
 def simulate_run(run: RunConfig, run_dir: RunDir) -> dict:
     """Write train/metrics.jsonl and eval/eval.json for one simulated run; return the eval.json dict.
 
-    The draw is a pure function of the run's key, so a rerun of the same run writes the same numbers.
+    The draw is a pure function of the run's semantic config, so a rerun of the same run writes the same
+    numbers. The model, data and eval paths are left out of it: the noise model reads none of them.
     """
     sim = run.simulate
-    rng = np.random.default_rng([sim.noise_seed, int(run_key(semantic_dict(run)), 16)])
+    semantic = semantic_dict(run)
+    for section in ("model", "data", "eval"):
+        semantic[section].pop("path")
+    rng = np.random.default_rng([sim.noise_seed, int(run_key(semantic), 16)])
     true = true_score(sim, run)
     rates = draw_run_rates(np.array([true]), sim, rng)[0]
     correct = rng.random((sim.n_problems, run.eval.n_samples)) < rates[:, None]

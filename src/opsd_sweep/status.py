@@ -99,7 +99,7 @@ def run_row(run_dir: RunDir, root: Path) -> RunRow:
     if status.get("gpus"):
         where += f" GPU {','.join(map(str, status['gpus']))}"
     error = (status.get("error") or {}).get("message") or ""
-    note = error.strip().splitlines()[0][:80] if error and state == "failed" else ""
+    note = error.strip().splitlines()[0][:80] if error and state == "failed" else status.get("recovered", "")
     gpu_hours = status.get("gpu_hours") if isinstance(status.get("gpu_hours"), (int, float)) else 0.0
     return RunRow(name, state, step, max_steps,
                   _seconds_between(status.get("started_at"), status.get("ended_at")), eta, gpu_hours, where, note)

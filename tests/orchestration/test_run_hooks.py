@@ -46,11 +46,14 @@ def test_probe_says_submit_wait_or_settled(job):
     cfg, run_dir = job
     assert probe_job(cfg)[0] == "submit"
     claim = claim_run(run_dir)
-    action, detail = probe_job(cfg)
-    assert action == "wait" and f"pid {os.getpid()}" in detail
+    action, detail, run = probe_job(cfg)
+    assert action == "wait" and f"pid {os.getpid()}" in detail and run["run_dir"] == str(run_dir.path)
     release_run(claim)
     run_dir.update_status(state="done")
-    assert probe_job(cfg) == ("done", "already done")
+    assert probe_job(cfg)[0] == "submit"  # done, but no eval.json reads back: evaluate again
+    run_dir.eval_json.parent.mkdir()
+    run_dir.eval_json.write_text(json.dumps({"metrics": {}, "problems": []}))
+    assert probe_job(cfg)[:2] == ("done", "already done")
     run_dir.update_status(state="failed")
     assert probe_job(cfg)[0] == "failed"
 

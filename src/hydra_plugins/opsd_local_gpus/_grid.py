@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from hydra.errors import CompactHydraException
 from hydra.types import HydraContext
@@ -21,7 +23,12 @@ class SweepConfigError(CompactHydraException, ValueError):
 
 
 class JobFailedError(CompactHydraException, RuntimeError):
-    """A job of the sweep failed; the message lists every failed job of the sweep."""
+    """A job of the sweep failed; the message lists every failed job of the sweep. `answer` is what the
+    job itself returned or raised (None when it never ran)."""
+
+    def __init__(self, message: str, answer: object = None):
+        super().__init__(message)
+        self.answer = answer
 
 
 @dataclass
@@ -55,9 +62,29 @@ def prepare_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
     assert launcher.config is not None and launcher.hydra_context is not None
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
-    Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     hooks = importlib.import_module(launcher.hooks) if launcher.hooks else None
-    return hooks, plan_jobs(launcher.hydra_context, launcher.config, job_overrides, initial_job_idx, hooks, job_id)
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    try:
+        jobs = plan_jobs(launcher.hydra_context, launcher.config, job_overrides, initial_job_idx, hooks, job_id)
+    except SweepConfigError:
+        remove_rejected_sweep_dir(sweep_dir, Path(str(launcher.config.get("results_root", "."))))
+        raise
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    return hooks, jobs
+
+
+def remove_rejected_sweep_dir(sweep_dir: Path, results_root: Path) -> None:
+    """A rejected sweep leaves nothing on disk: remove the sweep dir when it holds no more than the
+    multirun.yaml that Hydra's sweeper saved, then every folder above it and above the results root that
+    is left empty (Hydra made them for this sweep); never the working directory."""
+    if not sweep_dir.is_dir() or any(p.name != "multirun.yaml" for p in sweep_dir.iterdir()):
+        return
+    (sweep_dir / "multirun.yaml").unlink(missing_ok=True)
+    for start in (sweep_dir, results_root):
+        folder = Path(os.path.normpath(start.absolute()))
+        while folder.is_dir() and folder != Path.cwd() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
 
 
 def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],
@@ -65,6 +92,7 @@ def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Se
     """Compose every job (Hydra's launch contract: load_sweep_config, job.id, job.num) and check it with
     the hooks; raise one SweepConfigError naming every invalid job."""
     jobs, problems = [], {}
+    by_run: dict[str, list[PlannedJob]] = {}  # jobs by the run they would run
     for offset, overrides in enumerate(job_overrides):
         num = initial_job_idx + offset
         try:
@@ -73,12 +101,21 @@ def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Se
                 cfg.hydra.job.id = job_id.format(num=num)
                 cfg.hydra.job.num = num
             job = PlannedJob(num, list(overrides), cfg, int(cfg.hydra.launcher.gpus_per_job))
-            if hooks is not None:
-                hooks.validate_job(job.task_config())
+            HydraConfig.instance().set_config(cfg)  # the hooks see the job's HydraConfig, as the job will
+            run = hooks.validate_job(job.task_config()) if hooks is not None else None
         except Exception as err:  # gather every problem, then report them together
             problems.setdefault(str(err).strip(), []).append(f"#{num} {' '.join(overrides)}")
             continue
         jobs.append(job)
+        if run is not None:
+            by_run.setdefault(str(run), []).append(job)
+    for run, same in by_run.items():
+        if len(same) > 1:
+            common = set.intersection(*(set(job.overrides) for job in same))
+            problems.setdefault(f"these jobs would all be the one run {run}: they differ only in settings that do "
+                                "not change what is computed, or in paths to files of identical content; drop "
+                                "the duplicates from the grid", []).extend(
+                f"#{job.num} " + " ".join(o for o in job.overrides if o not in common) for job in same)
     if problems:
         raise SweepConfigError(describe_problems(problems, len(job_overrides)))
     return jobs

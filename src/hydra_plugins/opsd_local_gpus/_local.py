@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from hydra.core.utils import JobReturn, JobStatus
 
+from opsd_sweep.interrupt import exit_code, signals_raise
+
 from ._grid import JobFailedError, PlannedJob, check_gpu_capacity, prepare_sweep
 from ._report import Progress, outcome, settle
 from ._slots import Slots, discover_gpus, reserve_ports
@@ -34,7 +36,14 @@ def launch_local(launcher: LocalGpusLauncher, job_overrides: Sequence[Sequence[s
     log.info(f"Launching {len(jobs)} jobs locally: GPUs {gpus or 'none'}, "
              f"{launcher.max_parallel} slot(s) for CPU-only jobs")
     progress = Progress(len(jobs))
-    returns = _Scheduler(launcher, jobs, Slots(gpus, launcher.max_parallel), progress, hooks).run()
+    scheduler = _Scheduler(launcher, jobs, Slots(gpus, launcher.max_parallel), progress, hooks)
+    try:
+        with signals_raise():
+            returns = scheduler.run()
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: one line, the shell's exit code, no traceback
+        log.info(f"{err or 'interrupted by SIGINT'}: stopped {scheduler.stopped} running job(s), their runs marked "
+                 f"interrupted | {progress.counts()}; run the same command again to resume")
+        raise SystemExit(exit_code(err)) from None
     return settle(jobs, returns, progress)
 
 
@@ -43,28 +52,39 @@ class _Scheduler:
                  hooks) -> None:
         self.launcher, self.jobs, self.slots, self.progress, self.hooks = launcher, jobs, slots, progress, hooks
         self.cpu_threads = max(1, len(os.sched_getaffinity(0)) // launcher.max_parallel)
+        self.stopped = 0  # jobs still running when the sweep was interrupted
 
     def run(self) -> list[JobReturn]:
         pending, running, returns = list(self.jobs), {}, {}
+        held: dict[int, PlannedJob] = {}  # jobs whose run another live sweep holds: waited for, then rerun
         stopped_by = None  # the failed job that made fail_fast stop the sweep
         try:
-            while pending or running:
+            while pending or running or held:
+                self._release_held(held, pending)
                 if stopped_by is None:
                     for job in list(pending):  # first come first served; smaller jobs fill the gaps
                         gpus = self.slots.take(job.gpus)
                         if gpus is not None:
                             pending.remove(job)
                             running[job.num] = self._start(job, gpus, running)
-                if not running:
+                if not running and not held:
                     break
-                for worker in self._wait(running):
+                for worker in self._wait(running, timeout=self.launcher.poll_s if held else None):
                     del running[worker.job.num]
-                    ret = returns[worker.job.num] = self._finish(worker)
-                    if self.launcher.fail_fast and stopped_by is None and outcome(ret)[0]:
+                    ret = self._finish(worker)
+                    kind, text = outcome(ret)
+                    if kind == "held" and self.hooks is not None:
+                        held[worker.job.num] = worker.job
+                        self.progress.waiting(worker.job, text)
+                        continue
+                    returns[worker.job.num] = ret
+                    self.progress.ended(worker.job, ret, time.monotonic() - worker.started)
+                    if self.launcher.fail_fast and stopped_by is None and kind == "failed":
                         stopped_by = worker.job
                         log.info(f"fail_fast: {worker.job.label} failed; no further jobs start")
         finally:
-            for worker in running.values():  # interrupted (Ctrl-C): stop what still runs
+            self.stopped = len(running)
+            for worker in running.values():  # interrupted (Ctrl-C, SIGTERM): stop what still runs
                 worker.process.terminate()
                 worker.process.join(10)
         for job in pending:
@@ -72,6 +92,15 @@ class _Scheduler:
             self.progress.not_started(job, why)
             returns[job.num] = job.job_return(JobStatus.FAILED, JobFailedError(why))
         return [returns[job.num] for job in self.jobs]
+
+    def _release_held(self, held: dict[int, PlannedJob], pending: list[PlannedJob]) -> None:
+        """Queue again each held job whose holder let go (its run settled, or its holder died)."""
+        for num, job in list(held.items()):
+            action, detail, _ = self.hooks.probe_job(job.task_config())
+            if action != "wait":
+                del held[num]
+                pending.append(job)
+                self.progress.unheld(job, detail)
 
     def _start(self, job: PlannedJob, gpus: list[str], running: dict[int, Worker]) -> Worker:
         ports = reserve_ports({p for w in running.values() for p in w.ports}, 2)
@@ -85,25 +114,29 @@ class _Scheduler:
         return worker
 
     @staticmethod
-    def _wait(running: dict[int, Worker]) -> list[Worker]:
-        """Block until at least one worker has exited; collect returns sent meanwhile."""
+    def _wait(running: dict[int, Worker], timeout: float | None) -> list[Worker]:
+        """Block until at least one worker has exited (or `timeout` seconds passed: then maybe none);
+        collect returns sent meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             by_handle = {w.process.sentinel: w for w in running.values()}
             by_handle |= {w.conn: w for w in running.values() if w.awaiting_return}
-            ready = wait(list(by_handle))
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not by_handle:
+                time.sleep(left or 0.0)
+                return []
+            ready = wait(list(by_handle), timeout=left)
             for handle in ready:
                 by_handle[handle].receive()  # read as it arrives: a large return must not block its sender
             exited = [w for w in running.values() if w.process.sentinel in ready]
-            if exited:
+            if exited or (deadline is not None and time.monotonic() >= deadline):
                 return exited
 
     def _finish(self, worker: Worker) -> JobReturn:
         worker.process.join()
         worker.receive()
         self.slots.give(worker.gpus)
-        ret = worker.ret if worker.ret is not None else self._lost(worker)
-        self.progress.ended(worker.job, ret, time.monotonic() - worker.started)
-        return ret
+        return worker.ret if worker.ret is not None else self._lost(worker)
 
     def _lost(self, worker: Worker) -> JobReturn:
         code = worker.process.exitcode

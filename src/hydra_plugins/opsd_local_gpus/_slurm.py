@@ -13,6 +13,8 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import OmegaConf
 
+from opsd_sweep.interrupt import exit_code, signals_raise
+
 from ._grid import PlannedJob, check_gpu_capacity, prepare_sweep
 from ._report import Progress, settle
 
@@ -76,11 +78,12 @@ class _Follower:
     def run(self, jobs: list[PlannedJob]) -> dict[int, JobReturn]:
         to_submit = []
         for job in jobs:
-            action, detail = self.hooks.probe_job(job.task_config()) if self.hooks else ("submit", "")
+            action, detail, run = self.hooks.probe_job(job.task_config()) if self.hooks else ("submit", "", {})
             if action in ("done", "failed"):
-                ret = job.job_return(JobStatus.COMPLETED, {"state": "skipped", "reason": detail})
+                # answered as the task answers a settled run: a race reads the run back from run_dir
+                ret = job.job_return(JobStatus.COMPLETED, run | {"state": "skipped", "reason": action, "detail": detail})
                 self.returns[job.num] = ret
-                self.progress.ended(job, ret, was_running=False, why=detail)
+                self.progress.ended(job, ret, was_running=False)
             elif action == "wait":
                 self.waiting[job.num] = job
                 self.progress.started(job, f"another process, attached ({detail})")
@@ -88,14 +91,15 @@ class _Follower:
                 to_submit.append(job)
         self._submit(to_submit)
         try:
-            while self.waiting or self.submitted:
-                time.sleep(self.launcher.poll_s)
-                self._check_waiting()
-                self._check_submitted()
-        except KeyboardInterrupt:
+            with signals_raise():
+                while self.waiting or self.submitted:
+                    time.sleep(self.launcher.poll_s)
+                    self._check_waiting()
+                    self._check_submitted()
+        except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM of the waiting sweep: the jobs are SLURM's
             log.info(f"detached: {len(self.submitted)} SLURM job(s) keep running; "
                      "run the same command again to re-attach")
-            raise SystemExit(130) from None
+            raise SystemExit(exit_code(err)) from None
         return self.returns
 
     def _submit(self, jobs: list[PlannedJob]) -> None:
@@ -113,7 +117,7 @@ class _Follower:
 
     def _check_waiting(self) -> None:
         for num, job in list(self.waiting.items()):
-            action, detail = self.hooks.probe_job(job.task_config())
+            action, detail, run = self.hooks.probe_job(job.task_config())
             if action == "wait":
                 continue
             del self.waiting[num]
@@ -121,7 +125,7 @@ class _Follower:
                 self.progress.requeued(job, detail)
                 self._submit([job])
                 continue
-            value = {"state": "done"} if action == "done" else {"state": "failed", "error": detail}
+            value = run | ({"state": "done"} if action == "done" else {"state": "failed", "error": detail})
             self.returns[num] = ret = job.job_return(JobStatus.COMPLETED, value)
             self.progress.ended(job, ret)
 

@@ -15,6 +15,8 @@ from multiprocessing.connection import Connection
 from hydra.core.utils import JobReturn, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
 
+from opsd_sweep.interrupt import exit_code
+
 from ._grid import PlannedJob
 
 
@@ -62,8 +64,13 @@ def _work(job: PlannedJob, env: dict[str, str], hydra_context: HydraContext, tas
             os._exit(1)
     os.environ.update(env)
     setup_globals()
-    ret = run_job(hydra_context=hydra_context, task_function=task_function, config=job.config,
-                  job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    try:
+        ret = run_job(hydra_context=hydra_context, task_function=task_function, config=job.config,
+                      job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the task recorded its run; the launcher reports
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code(err))
     try:
         sender.send(ret)
     except Exception as err:  # an unpicklable return value or exception: send its text instead

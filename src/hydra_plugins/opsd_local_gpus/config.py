@@ -2,10 +2,13 @@
 
 Both take `hooks`: the dotted name of a module that knows the application's runs, or null. A hooks
 module provides (opsd_sweep.cycle does):
-  validate_job(job_cfg) -> None          raise on a job that cannot run (checked for the whole grid first)
+  validate_job(job_cfg) -> run | None    raise on a job that cannot run (checked for the whole grid first);
+                                         the run it would run (jobs naming one run are refused), or None
   record_lost_job(job_cfg, error, owner) a job's process died without returning (SIGKILL, OOM, scancel)
-  probe_job(job_cfg) -> (action, detail) SLURM only: 'done' | 'failed' (settled, not submitted),
-                                         'wait' (a live process or SLURM job holds it), 'submit'
+  probe_job(job_cfg) -> (action, detail, run)
+                                         'done' | 'failed' (settled, not submitted),
+                                         'wait' (a live process or SLURM job holds it), 'submit'; `run` is a
+                                         dict (the run's key and run_dir) that the job's answer carries
   record_submitted_job(job_cfg, job_id)  SLURM only: the job now queued for this run
 """
 
@@ -30,6 +33,8 @@ class LocalGpusConf:
     fail_fast: bool = MISSING
     # module with the application's job hooks (see above), or null
     hooks: Optional[str] = MISSING
+    # seconds between looks at runs that another live sweep holds (probe_job), while waiting for them
+    poll_s: float = MISSING
 
 
 @dataclass

@@ -120,9 +120,13 @@ class LaunchRuns:
 
     def _result(self, request: RunRequest, job: JobReturn) -> RunResult:
         where = dict(config=request.config, seed=request.seed, phase=request.phase)
-        if job.status != JobStatus.COMPLETED:  # the task raised: record it; the race goes on
-            return RunResult(state="failed", error=f"job failed: {job._return_value!r}", **where)
-        value: Any = job.return_value
+        value: Any = job._return_value
+        if job.status != JobStatus.COMPLETED:
+            # A launcher that marks failed or unfinished runs FAILED keeps the task's answer (a run that
+            # failed, or failed before): read that run back; else the task raised: record it, go on.
+            value = getattr(value, "answer", None)
+            if not isinstance(value, dict) or "run_dir" not in value:
+                return RunResult(state="failed", error=f"job failed: {job._return_value!r}", **where)
         if not isinstance(value, dict) or "run_dir" not in value:
             return RunResult(state="failed", error=f"the task returned {value!r}, not a run_cycle dict", **where)
         if value.get("state") == "skipped" and value.get("reason") == "claimed":

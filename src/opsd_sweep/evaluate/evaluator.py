@@ -28,7 +28,7 @@ from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
 from opsd_sweep.modeling import load_tokenizer
-from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, read_json, utc_now
+from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none, utc_now
 from opsd_sweep.trackers import log_eval
 
 
@@ -150,9 +150,10 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     shards = plan_shards(ids, e.n_samples, e.shard_size, run.seed)
     plan = fingerprint(spec, prompts, ids, e.n_samples, e.shard_size, run.seed)
     out = eval_dir / "eval.json"
-    if out.exists() and read_json(out).get("fingerprint") == plan:
+    existing = read_json_or_none(out)  # a torn or corrupted eval.json is written again
+    if isinstance(existing, dict) and existing.get("fingerprint") == plan:
         print(f"[evaluate] {out} is up to date (plan {plan}); nothing to do", flush=True)
-        return read_json(out)
+        return existing
     groups = [gpus[:1]] if attach else engine_groups(e.backend, e.tensor_parallel_size, e.engines, gpus)
     store = ShardStore(eval_dir / "shards", plan)
     store.prepare()

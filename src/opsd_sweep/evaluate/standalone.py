@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, find_run_dir, release_run, run_key, utc_now
 from opsd_sweep.tiny import ensure_tiny_assets
 
@@ -37,14 +38,20 @@ def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
     return key, find_run_dir(Path(run.results_root) / run.group, key, slug)
 
 
-def evaluate_standalone(run: RunConfig) -> dict:
+def load_eval_config(cfg: DictConfig) -> RunConfig:
+    """load_run_config plus the model and eval sources checked (preflight); one ConfigError lists all."""
+    run = load_run_config(cfg, more_checks=(lambda run: preflight_problems(run, train=False),))
     if run.eval.checkpoint:
         run.eval.checkpoint = str(Path(run.eval.checkpoint).expanduser().absolute())
+    return run
+
+
+def evaluate_standalone(run: RunConfig) -> dict:
     key, run_dir = locate_eval_dir(run)
-    if run.force:  # from scratch: no eval.json, no finished shards
-        shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
     claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
     try:
+        if run.force:  # from scratch: no eval.json, no finished shards (only under the claim: never another's)
+            shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
         run_dir.update_status(key=key, kind=KIND, state="evaluating", started_at=utc_now(), ended_at=None,
                               error=None)
@@ -65,7 +72,7 @@ def evaluate_standalone(run: RunConfig) -> dict:
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="evaluate")  # = config + its --help
 def main(cfg: DictConfig) -> float:
-    run = load_run_config(cfg)  # a bad config fails here, before any model is loaded
+    run = load_eval_config(cfg)  # a bad config fails here, before any model is loaded
     if run.tiny is not None:
         ensure_tiny_assets(run.tiny)
     return evaluate_standalone(run)["metrics"]["avg_at_n"]

@@ -12,6 +12,7 @@ push the new weights to the rollout engine -> metrics line -> checkpoint when du
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from contextlib import nullcontext
@@ -74,6 +75,8 @@ class OPSDTrainer:
         self.peft_model = acc.unwrap_model(self.model).peft_model
         if latest is not None:
             self._resume(latest)
+        elif acc.is_main_process:  # a fresh start (or a restart before the first checkpoint) logs from step 1
+            _truncate_metrics(self.run_dir.metrics, 0)
         self.rollout = self._setup_rollout()
         if self.t.compile and acc.device.type == "cuda":  # on CPU compiling costs more than it saves
             compile_decoder_layers(self.peft_model)
@@ -291,10 +294,19 @@ def compile_decoder_layers(peft_model) -> None:
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop lines logged after the checkpoint we resume from: the rerun logs those steps again."""
+    """Drop lines logged after the checkpoint we resume from: the rerun logs those steps again. A line a
+    kill cut short is dropped too (its step is logged again)."""
     if path.exists():
-        kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        kept = [line for line in path.read_text(errors="replace").splitlines() if _logged_step(line) <= step]
         atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
+def _logged_step(line: str) -> float:
+    """The step of a metrics line; infinity for a torn or foreign line (never kept)."""
+    try:
+        return json.loads(line)["step"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return math.inf
 
 
 def main(run_dir: str | Path) -> None:
