@@ -301,7 +301,7 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         progress: optional callable wrapping an iterable (e.g. tqdm) to show progress.
     """
     run_dirs = find_run_dirs(roots)
-    rows, samples, skipped = [], [], []
+    rows, samples, skipped, finished = [], [], [], set()
     for run_dir in (progress(run_dirs) if progress else run_dirs):
         try:
             row, run_samples = read_run(run_dir)
@@ -313,12 +313,15 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         reason = _not_usable(row)
         if reason:
             skipped.append({"path": str(run_dir.path), "state": row["state"], "reason": reason})
+        else:
+            finished.add(row["run_id"])
     runs = pd.DataFrame(rows)
     if not runs.empty:
         runs = runs.drop_duplicates("run_id", keep="first")  # one run seen under two overlapping roots
     fixed, anchors = {}, []
     if not runs.empty:
-        anchors = configured_anchors(runs)
+        # a failed or unfinished run never decides the anchor (it may have been configured with another)
+        anchors = configured_anchors(runs[runs["run_id"].isin(finished)])
         axes = varying_columns(runs)
         fixed = {c: runs[c].iloc[0] for c in runs.columns if c.startswith("cfg.") and c not in axes
                  and c != "cfg.seed" and _semantic(c)}
@@ -343,6 +346,14 @@ def configured_anchors(runs: pd.DataFrame) -> list[dict]:
         return []
     distinct = runs[columns].dropna(how="all").drop_duplicates()
     return [{c.removeprefix("cfg.baseline."): v for c, v in row.items()} for row in distinct.to_dict("records")]
+
+
+def left_out_line(skipped: pd.DataFrame, report: Path) -> str:
+    """One console line: how many run dirs the statistics left out, by state, and where they are listed."""
+    counts = skipped["state"].value_counts()
+    kinds = ", ".join(f"{count} {state}" for state, count in counts.items())
+    return (f"{len(skipped)} run dirs left out of the statistics ({kinds}): only finished runs with eval results "
+            f"count; each is listed with its reason in {report}")
 
 
 def _not_usable(row: dict) -> str | None:

@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from opsd_sweep.analysis.collect import short_names  # noqa: E402
-from opsd_sweep.analysis.config_stats import Analysis  # noqa: E402
+from opsd_sweep.analysis.collect import BASE_MODEL_LABEL, TRAINING_KNOBS, short_names  # noqa: E402
+from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis  # noqa: E402
 from opsd_sweep.analysis.races import Race  # noqa: E402
 
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "inconclusive": "#555555", "baseline": "#762a83"}
@@ -36,7 +36,7 @@ def _reference_lines(ax, analysis: Analysis, level: float, vertical: bool) -> No
     if band is not None:
         a = analysis.anchor
         span(*band, color="#fdae61", alpha=0.35, zorder=0,
-             label=f"anchor: {a.label} {a.mean:.2f} ± {level:.0%} CI (n={a.n}, other setup)")
+             label=f"anchor: {a.label} {a.mean:.2f}, {level:.0%} CI [{band[0]:.2f}, {band[1]:.2f}] (n={a.n}, other setup)")
     if analysis.baseline is not None:
         mean = analysis.table.set_index("label").loc[analysis.baseline, "mean"]
         line(mean, color=VERDICT_COLORS["baseline"], ls="--", lw=1.2, label=f"in-sweep baseline: {analysis.baseline}")
@@ -73,11 +73,18 @@ def plot_configs(analysis: Analysis, metric: str, display: str, level: float, pa
     _save(fig, path)
 
 
+def on_axis(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The configs that belong on a knob's axis: an untrained base model has no learning rate or step count."""
+    if column.startswith(TRAINING_KNOBS):
+        return table[~table["label"].astype(str).str.startswith(BASE_MODEL_LABEL)]
+    return table
+
+
 def numeric_axes(analysis: Analysis) -> list[str]:
-    """Swept config columns with numeric values and at least two distinct values."""
-    table = analysis.table
+    """Swept config columns with numeric values and at least two distinct values among the configs on them."""
     axes = []
-    for column in (c for c in table.columns if c.startswith("cfg.") and c != "cfg.seed"):
+    for column in (c for c in analysis.table.columns if c.startswith("cfg.") and c != "cfg.seed"):
+        table = on_axis(analysis.table, column)
         values = pd.to_numeric(table[column], errors="coerce")
         if values.notna().all() and values.nunique() >= 2 and table[column].map(type).ne(bool).all():
             axes.append(column)
@@ -85,8 +92,9 @@ def numeric_axes(analysis: Analysis) -> list[str]:
 
 
 def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level: float, path: Path) -> None:
-    """Score against one swept numeric knob; one line per combination of the other swept knobs."""
-    table = analysis.table.copy()
+    """Score against one swept numeric knob; one line per combination of the other swept knobs. An
+    untrained base model is not placed on a training knob's axis (it is the baseline line, if chosen)."""
+    table = on_axis(analysis.table, column).copy()
     others = [c for c in table.columns if c.startswith("cfg.") and c not in (column, "cfg.seed")]
     names = short_names([column, *others])
     log = column in LOG_AXES or (table[column].min() > 0 and table[column].max() / table[column].min() >= 20)
@@ -135,9 +143,13 @@ def _dodge(x: np.ndarray, index: int, count: int, log: bool, values: pd.Series) 
     return x + offset * (values.max() - values.min()) / 2
 
 
+MIN_FIT_CONFIGS = 3  # a line through two configs' clouds only joins two means
+
+
 def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path: Path) -> bool:
-    """Score against the final training kl_true of each run, with a least-squares line per data kind
-    (real and simulated runs are fitted apart). False when there is nothing to fit."""
+    """Score against the final training kl_true of each run. A least-squares line per data kind (real
+    and simulated runs apart) only over at least MIN_FIT_CONFIGS configs, labelled descriptive: runs of
+    one config are not independent points, so its slope is no test. False when there is nothing to show."""
     runs = analysis.usable.dropna(subset=[kl_column, metric]) if kl_column in analysis.usable else None
     if runs is None or len(runs) < 3 or runs[kl_column].nunique() < 2:
         return False
@@ -146,13 +158,13 @@ def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path:
         ax.scatter(group[kl_column], group[metric], s=26, label=label,
                    marker="x" if group["simulated"].any() else "o")
     for simulated, kind in runs.groupby("simulated"):
-        if len(kind) < 3 or kind[kl_column].nunique() < 2:
+        if kind["label"].nunique() < MIN_FIT_CONFIGS or kind[kl_column].nunique() < 2:
             continue
         fit = sps.linregress(kind[kl_column], kind[metric])
         xs = np.linspace(kind[kl_column].min(), kind[kl_column].max(), 50)
         ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.2, ls="--" if simulated else "-",
-                label=f"least squares, {'simulated' if simulated else 'real'} runs: slope {fit.slope:.3g}, "
-                      f"r = {fit.rvalue:.2f}, p = {fit.pvalue:.2g}")
+                label=f"descriptive least-squares line ({'simulated' if simulated else 'real'} runs, not a test): "
+                      f"slope {fit.slope:.3g}, r = {fit.rvalue:.2f}")
     ax.set_xlabel("final kl_true: mean forward KL(teacher || student) per token over the last 10% of steps")
     ax.set_ylabel(f"{display} (%)")
     ax.set_title(f"{display} against the final training KL, one mark per run" + _suffix(analysis), fontsize=10)
@@ -161,28 +173,30 @@ def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path:
     return True
 
 
-def plot_variance(analysis: Analysis, display: str, path: Path) -> bool:
-    """Per config: run-to-run variance split into eval sampling and training seed. False if no data."""
+def plot_variance(analysis: Analysis, display: str, level: float, path: Path) -> bool:
+    """Per config with >= MIN_SPLIT_RUNS runs: run-to-run variance split into eval sampling and training
+    seed, with the interval of the training-seed part. False if no config has the data."""
     table = analysis.table.dropna(subset=["eval_sd"]) if "eval_sd" in analysis.table else pd.DataFrame()
     if table.empty or not (table["sd"] ** 2 + table["eval_sd"] ** 2).max() > 0:
         return False  # nothing to split (no per-sample data, or every run scored the same)
     table = table.iloc[::-1].reset_index(drop=True)
-    eval_var, train_var = table["eval_sd"] ** 2, table["train_sd"] ** 2
+    eval_var, train_var = table["eval_sd"] ** 2, (table["train_sd"] ** 2).fillna(0.0)
+    low, high = eval_var + table["train_sd_low"] ** 2, eval_var + table["train_sd_high"] ** 2
     fig, ax = plt.subplots(layout="constrained", figsize=(9, 1.6 + 0.5 * len(table)))
     y = np.arange(len(table))
     ax.barh(y, eval_var, color="#92c5de", label="eval sampling (more samples per problem reduce it)")
     ax.barh(y, train_var, left=eval_var, color="#f4a582", label="training seed (only more seeds reduce it)")
-    ax.scatter(table["sd"] ** 2, y, marker="|", s=400, color="black", zorder=3,
-               label="observed run-to-run variance of this config")
+    ax.errorbar(eval_var + train_var, y, xerr=[eval_var + train_var - low, high - eval_var - train_var], fmt="none",
+                color="black", capsize=4, lw=1.2, label=f"{level:.0%} CI of eval + training seed (chi-square)")
     for i, row in table.iterrows():
-        note = "  (sampling noise alone explains it)" if row["train_sd"] == 0 else ""
-        ax.annotate(f"observed SD {row['sd']:.2f}: eval {row['eval_sd']:.2f}, seed {row['train_sd']:.2f}, "
-                    f"n={row['n']}{note}", (max(row["sd"] ** 2, eval_var[i] + train_var[i]), i), xytext=(8, 0),
-                    textcoords="offset points", va="center", fontsize=8)
+        seed = (f"seed {row['train_sd']:.2f}" if row["train_sd"] == row["train_sd"] else "seed below eval noise") \
+            + f" [{row['train_sd_low']:.2f}, {row['train_sd_high']:.2f}]"
+        ax.annotate(f"observed SD {row['sd']:.2f}: eval {row['eval_sd']:.2f}, {seed}, n={row['n']}", (high[i], i),
+                    xytext=(8, 0), textcoords="offset points", va="center", fontsize=8)
     ax.set_yticks(y, table["label"])
-    ax.set_xlim(0, 1.9 * max((table["sd"] ** 2).max(), (eval_var + train_var).max()))
+    ax.set_xlim(0, 1.9 * high.max())
     ax.set_xlabel(f"variance of one run's {display} (points²), SD = its square root")
-    ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ 2 runs)"
+    ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ {MIN_SPLIT_RUNS} runs)"
                  + _suffix(analysis), fontsize=10)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     _save(fig, path)
@@ -202,7 +216,7 @@ def write_plots(analysis: Analysis, metric: str, display: str, level: float, out
         written.append(path)
     if plot_kl(analysis, metric, display, "train.kl_true.tail", folder / "score_vs_kl_true.png"):
         written.append(folder / "score_vs_kl_true.png")
-    if plot_variance(analysis, display, folder / "variance_decomposition.png"):
+    if plot_variance(analysis, display, level, folder / "variance_decomposition.png"):
         written.append(folder / "variance_decomposition.png")
     return written
 
