@@ -51,13 +51,17 @@ class Benchmark:
         """shape (configs,): expected score (percent) of a run of each config on these problems."""
         return 100.0 * (self._rates(self.model.seed_sd * _NODES).mean(-1) @ _WEIGHTS)
 
-    def run_sd(self) -> np.ndarray:
-        """shape (configs,): true run-to-run SD (points) of a config: training seed and eval sampling."""
+    def variances(self) -> tuple[np.ndarray, np.ndarray]:
+        """(training-seed, eval-sampling) variance of a run score (points^2), each shape (configs,)."""
         rates = self._rates(self.model.seed_sd * _NODES)
         score = 100.0 * rates.mean(-1)
         seed_var = (score**2) @ _WEIGHTS - (score @ _WEIGHTS) ** 2
         eval_var = (1e4 * (rates * (1 - rates)).mean(-1) / (self.model.n_samples * self.model.n_problems)) @ _WEIGHTS
-        return np.sqrt(seed_var + eval_var)
+        return seed_var, eval_var
+
+    def run_sd(self) -> np.ndarray:
+        """shape (configs,): true run-to-run SD (points) of a config: training seed and eval sampling."""
+        return np.sqrt(sum(self.variances()))
 
     def draw(self, n_sweeps: int, n_runs: int, rng: np.random.Generator) -> np.ndarray:
         """Correct-sample counts, shape (n_sweeps, configs, n_runs, problems): n_runs runs per config."""

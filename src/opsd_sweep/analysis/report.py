@@ -95,6 +95,10 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 # --- plain-language sections ---------------------------------------------------------------------
 
+def _configs(count: int) -> str:
+    return f"{count} config" + ("" if count == 1 else "s")
+
+
 def _holds(row: pd.Series) -> str:
     sd = row.get("verdict_holds_to_sd")
     if sd is None or sd != sd:
@@ -115,9 +119,9 @@ def verdict_statements(analysis: Analysis, s: SummarySettings) -> list[str]:
     for _, row in t[t["verdict"].isin(["better", "worse"])].iterrows():
         out.append(f"**{row['verdict'].capitalize()}** than the {reference}: {row['label']} "
                    f"({row[f'delta_{prefix}']:+.2f} points, Holm-adjusted p {_p(row[f'p_{prefix}_holm'])} over "
-                   f"{family} configs, with the {row['verdict_sd']}); it stays {row['verdict']} {_holds(row)}.")
+                   f"{_configs(family)}, with the {row['verdict_sd']}); it stays {row['verdict']} {_holds(row)}.")
     if not any(t["verdict"].isin(["better", "worse"])):
-        out.append(f"No config differs from the {reference} at α = {s.alpha} (Holm over {family} configs): "
+        out.append(f"No config differs from the {reference} at α = {s.alpha} (Holm over {_configs(family)}): "
                    "every verdict is inconclusive, which is not evidence of no effect (see the MDE column).")
     # screening finds candidates for more seeds: a gain not yet proven, never a config already judged
     promising = t[(t.get(f"q_{prefix}_bh", pd.Series(dtype=float)) <= s.alpha) & (t[f"delta_{prefix}"] > 0)
@@ -142,12 +146,12 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
     reference = "the in-sweep baseline (it needs as many seeds)" if p["reference"] == "baseline" else "the anchor"
     seeds, seeds_bonferroni = p["seeds"], p["seeds_bonferroni"]
     taken = ("" if p["known"] else ", taken as the true SD (its own uncertainty is not priced in)")
+    family = (f", and {_seeds(seeds_bonferroni) if seeds_bonferroni else 'more than 10000'} at α / {p['family']} "
+              f"(Bonferroni; Holm rejects at least as much, so this many are enough with Holm over {p['family']} "
+              "configs)") if p["family"] > 1 else ""
     out = [f"At the {p['sd_source']} of {p['sd']:.2f} points{taken}, detecting a true +{s.target_effect:g} points "
            f"vs {reference} with {s.power:.0%} power needs **{_seeds(seeds) if seeds else 'more than 10000'} seeds "
-           f"per config** (one comparison at α = {s.alpha}), and "
-           f"{_seeds(seeds_bonferroni) if seeds_bonferroni else 'more than 10000'} at α / {p['family']} "
-           f"(Bonferroni; Holm rejects at least as much, so this many are enough with Holm over {p['family']} "
-           "configs)."]
+           f"per config** (one comparison at α = {s.alpha}){family}."]
     if seeds is None or seeds > MANY_SEEDS:
         out.append(f"That is a lot: a +{s.target_effect:g}-point effect is hard to prove at this noise level. Test "
                    "fewer configs, look for larger effects, or reduce the noise (below).")
