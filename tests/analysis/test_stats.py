@@ -137,7 +137,7 @@ def test_verdict_words():
 # --- power ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sd, expected", [(1.5, 10), (2.0, 17), (2.5, 26), (3.0, 37)])
+@pytest.mark.parametrize("sd, expected", [(1.5, 10), (2.0, 17), (2.5, 26), (3.0, 37), (3.9, 61)])
 def test_seeds_needed_matches_the_reference_table(sd, expected):
     """reference/statistics.md: +2 points, alpha 0.05, power 0.8, two equal arms."""
     assert S.seeds_needed(2.0, sd) == expected

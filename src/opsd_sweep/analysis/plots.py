@@ -174,28 +174,31 @@ def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path:
 
 
 def plot_variance(analysis: Analysis, display: str, level: float, path: Path) -> bool:
-    """Per config with >= MIN_SPLIT_RUNS runs: run-to-run variance split into eval sampling and training
-    seed, with the interval of the training-seed part. False if no config has the data."""
+    """Per config with >= MIN_SPLIT_RUNS runs: eval-sampling SD, training-seed SD with its interval, and
+    the observed run-to-run SD, in points (SDs, not variances: the intervals of 3-5 runs span decades
+    of variance). False if no config has the data."""
     table = analysis.table.dropna(subset=["eval_sd"]) if "eval_sd" in analysis.table else pd.DataFrame()
     if table.empty or not (table["sd"] ** 2 + table["eval_sd"] ** 2).max() > 0:
         return False  # nothing to split (no per-sample data, or every run scored the same)
     table = table.iloc[::-1].reset_index(drop=True)
-    eval_var, train_var = table["eval_sd"] ** 2, (table["train_sd"] ** 2).fillna(0.0)
-    low, high = eval_var + table["train_sd_low"] ** 2, eval_var + table["train_sd_high"] ** 2
-    fig, ax = plt.subplots(layout="constrained", figsize=(9, 1.6 + 0.5 * len(table)))
+    fig, ax = plt.subplots(layout="constrained", figsize=(9, 1.8 + 0.6 * len(table)))
     y = np.arange(len(table))
-    ax.barh(y, eval_var, color="#92c5de", label="eval sampling (more samples per problem reduce it)")
-    ax.barh(y, train_var, left=eval_var, color="#f4a582", label="training seed (only more seeds reduce it)")
-    ax.errorbar(eval_var + train_var, y, xerr=[eval_var + train_var - low, high - eval_var - train_var], fmt="none",
-                color="black", capsize=4, lw=1.2, label=f"{level:.0%} CI of eval + training seed (chi-square)")
+    seed = table["train_sd"].fillna(0.0)
+    ax.scatter(table["eval_sd"], y + 0.15, marker="s", s=40, color="#4393c3", zorder=3,
+               label="eval-sampling SD (more samples per problem reduce it)")
+    ax.errorbar(seed, y - 0.15, xerr=[seed - table["train_sd_low"], table["train_sd_high"] - seed], fmt="o",
+                color="#d6604d", capsize=4, lw=1.5, zorder=3,
+                label=f"training-seed SD and its {level:.0%} CI (only more seeds reduce it)")
+    ax.scatter(table["sd"], y, marker="|", s=500, color="black", zorder=4, label="observed run-to-run SD")
     for i, row in table.iterrows():
-        seed = (f"seed {row['train_sd']:.2f}" if row["train_sd"] == row["train_sd"] else "seed below eval noise") \
-            + f" [{row['train_sd_low']:.2f}, {row['train_sd_high']:.2f}]"
-        ax.annotate(f"observed SD {row['sd']:.2f}: eval {row['eval_sd']:.2f}, {seed}, n={row['n']}", (high[i], i),
-                    xytext=(8, 0), textcoords="offset points", va="center", fontsize=8)
+        note = ("training seed below eval noise" if row["train_sd"] != row["train_sd"]
+                else f"training seed {row['train_sd']:.2f}")
+        ax.annotate(f"n={row['n']}: {note} [{row['train_sd_low']:.2f}, {row['train_sd_high']:.2f}]",
+                    (table["train_sd_high"].max(), i), xytext=(10, 0), textcoords="offset points", va="center",
+                    fontsize=8)
     ax.set_yticks(y, table["label"])
-    ax.set_xlim(0, 1.9 * high.max())
-    ax.set_xlabel(f"variance of one run's {display} (points²), SD = its square root")
+    ax.set_xlim(0, 1.45 * table["train_sd_high"].max())
+    ax.set_xlabel(f"SD of one run's {display} (points)")
     ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ {MIN_SPLIT_RUNS} runs)"
                  + _suffix(analysis), fontsize=10)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False)

@@ -351,8 +351,11 @@ def power(delta: float, sd: float, n_runs: int, alpha: float, ref: PowerReferenc
         se = math.sqrt(sum(v for v, _ in components))
         return welch_power(delta, se, satterthwaite_df(components), alpha)
     ratio = (ref.n or n_runs) / n_runs
-    engine = NormalIndPower() if known else TTestIndPower()
-    return float(engine.power(effect_size=delta / sd, nobs1=n_runs, alpha=alpha, ratio=ratio))
+    result = float((NormalIndPower() if known else TTestIndPower()).power(effect_size=delta / sd, nobs1=n_runs,
+                                                                            alpha=alpha, ratio=ratio))
+    if result != result:  # statsmodels' noncentral t gives nan at thousands of runs, where t is normal
+        result = float(NormalIndPower().power(effect_size=delta / sd, nobs1=n_runs, alpha=alpha, ratio=ratio))
+    return result
 
 
 def min_detectable_effect(sd: float, n_runs: int, alpha: float = 0.05, power_: float = 0.80,
@@ -393,10 +396,10 @@ def seeds_needed(delta: float, sd: float, alpha: float = 0.05, power_: float = 0
     def enough(r: int) -> bool:
         return power(delta, sd, r, alpha, ref, known=known) >= power_
 
-    if not enough(max_seeds):
-        return None
     low, high = 1, 2  # invariant: not enough(low) (or low = 1), enough(high)
     while not enough(high):
+        if high >= max_seeds:
+            return None
         low, high = high, min(2 * high, max_seeds)
     while high - low > 1:
         mid = (low + high) // 2
