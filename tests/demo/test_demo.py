@@ -16,6 +16,7 @@ from opsd_sweep.config import RunConfig, load_run_config
 from opsd_sweep.evaluate.evaluator import evaluate
 from opsd_sweep.summary import main as summary_main
 from opsd_sweep.tiny import ensure_tiny_assets
+from tests.analysis.test_scripts import check_all_scripts
 from tests.conftest import REPO, compose
 
 
@@ -72,3 +73,4 @@ def test_reduced_demo_runs_to_verdicts_and_opsd_beats_the_base_model(tiny, tmp_p
     assert base["mean"] < opsd["mean"]
     assert opsd["delta_anchor"] == pytest.approx(opsd["mean"] - tiny.baseline.mean)
     assert list((tmp_path / "summary/plots").glob("*.png"))
+    check_all_scripts(tmp_path / "tiny-demo", tmp_path / "analysis", "max_steps=0", "lr=0.01")  # analysis/*.py

@@ -112,13 +112,11 @@ def read_status(run_dir: RunDir) -> dict:
     return status
 
 
-def training_diagnostics(run_dir: RunDir) -> dict:
-    """Per numeric key of metrics.jsonl: `train.<key>.last` and `train.<key>.tail` (mean of the last 10%).
-
-    Steps logged twice (a resumed run re-logs them) keep their latest line; a torn last line is ignored.
-    """
+def training_steps(run_dir: RunDir) -> list[dict]:
+    """The lines of metrics.jsonl in step order; a step logged twice (a resumed run re-logs it) keeps its
+    latest line, and a torn last line is ignored."""
     if not run_dir.metrics.exists():
-        return {}
+        return []
     by_step: dict[int, dict] = {}
     for line in run_dir.metrics.read_text().splitlines():
         try:
@@ -126,11 +124,16 @@ def training_diagnostics(run_dir: RunDir) -> dict:
             by_step[int(record["step"])] = record
         except (ValueError, KeyError, TypeError):
             continue
-    if not by_step:
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def training_diagnostics(run_dir: RunDir) -> dict:
+    """Per numeric key of metrics.jsonl: `train.<key>.last` and `train.<key>.tail` (mean of the last 10%)."""
+    steps = training_steps(run_dir)
+    if not steps:
         return {}
-    steps = [by_step[s] for s in sorted(by_step)]
     tail = steps[-max(1, math.ceil(TAIL_FRACTION * len(steps))):]
-    out: dict = {"train.steps": int(max(by_step))}
+    out: dict = {"train.steps": int(steps[-1]["step"])}
     for key in steps[-1]:
         if key == "step" or not isinstance(steps[-1][key], (int, float)) or isinstance(steps[-1][key], bool):
             continue

@@ -42,8 +42,8 @@ def _reference_lines(ax, analysis: Analysis, level: float, vertical: bool) -> No
         line(mean, color=VERDICT_COLORS["baseline"], ls="--", lw=1.2, label=f"in-sweep baseline: {analysis.baseline}")
 
 
-def _suffix(analysis: Analysis) -> str:
-    return "\nincludes SIMULATED runs (marked [simulated])" if analysis.table["simulated"].any() else ""
+def _suffix(simulated: bool) -> str:
+    return "\nincludes SIMULATED runs (marked [simulated])" if simulated else ""
 
 
 def plot_configs(analysis: Analysis, metric: str, display: str, level: float, path: Path) -> None:
@@ -67,7 +67,8 @@ def plot_configs(analysis: Analysis, metric: str, display: str, level: float, pa
     ax.set_xlabel(f"{display} (%), grey dots = single training runs")
     reference = table["verdict_vs"].iloc[0] if "verdict_vs" in table else "no reference"
     ax.set_title(f"{display} per config: mean and {level:.0%} t-interval over training runs\n"
-                 f"(colour = verdict vs {reference}, Holm-adjusted)" + _suffix(analysis), fontsize=10)
+                 f"(colour = verdict vs {reference}, Holm-adjusted)" + _suffix(analysis.table["simulated"].any()),
+                 fontsize=10)
     if ax.get_legend_handles_labels()[0]:
         fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     _save(fig, path)
@@ -122,7 +123,7 @@ def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level:
     ax.set_xlabel((names[column] if names[column] == full else f"{names[column]} ({full})") + (", log scale" if log else ""))
     ax.set_ylabel(f"{display} (%), small dots = single runs")
     ax.set_title(f"{display} against {names[column]}: mean and {level:.0%} t-interval per config, dots = runs"
-                 + _suffix(analysis), fontsize=10)
+                 + _suffix(analysis.table["simulated"].any()), fontsize=10)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False, ncol=2)
     _save(fig, path)
 
@@ -144,13 +145,15 @@ def _dodge(x: np.ndarray, index: int, count: int, log: bool, values: pd.Series) 
 
 
 MIN_FIT_CONFIGS = 3  # a line through two configs' clouds only joins two means
+KL_COLUMN = "train.kl_true.tail"  # runs.csv: mean kl_true over the last 10% of training steps
 
 
-def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path: Path) -> bool:
-    """Score against the final training kl_true of each run. A least-squares line per data kind (real
-    and simulated runs apart) only over at least MIN_FIT_CONFIGS configs, labelled descriptive: runs of
-    one config are not independent points, so its slope is no test. False when there is nothing to show."""
-    runs = analysis.usable.dropna(subset=[kl_column, metric]) if kl_column in analysis.usable else None
+def plot_kl(usable: pd.DataFrame, metric: str, display: str, kl_column: str, path: Path) -> bool:
+    """Score against the final training kl_true of each finished run (`usable`: runs.csv rows). A
+    least-squares line per data kind (real and simulated runs apart) only over at least MIN_FIT_CONFIGS
+    configs, labelled descriptive: runs of one config are not independent points, so its slope is no
+    test. False when there is nothing to show."""
+    runs = usable.dropna(subset=[kl_column, metric]) if kl_column in usable else None
     if runs is None or len(runs) < 3 or runs[kl_column].nunique() < 2:
         return False
     fig, ax = plt.subplots(layout="constrained", figsize=(8, 5))
@@ -167,7 +170,8 @@ def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path:
                       f"slope {fit.slope:.3g}, r = {fit.rvalue:.2f}")
     ax.set_xlabel("final kl_true: mean forward KL(teacher || student) per token over the last 10% of steps")
     ax.set_ylabel(f"{display} (%)")
-    ax.set_title(f"{display} against the final training KL, one mark per run" + _suffix(analysis), fontsize=10)
+    ax.set_title(f"{display} against the final training KL, one mark per run" + _suffix(runs["simulated"].any()),
+                 fontsize=10)
     ax.legend(fontsize=8, loc="best")
     _save(fig, path)
     return True
@@ -200,7 +204,7 @@ def plot_variance(analysis: Analysis, display: str, level: float, path: Path) ->
     ax.set_xlim(0, 1.45 * table["train_sd_high"].max())
     ax.set_xlabel(f"SD of one run's {display} (points)")
     ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ {MIN_SPLIT_RUNS} runs)"
-                 + _suffix(analysis), fontsize=10)
+                 + _suffix(analysis.table["simulated"].any()), fontsize=10)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     _save(fig, path)
     return True
@@ -217,7 +221,7 @@ def write_plots(analysis: Analysis, metric: str, display: str, level: float, out
         path = folder / f"score_vs_{names[column].replace('.', '_')}.png"
         plot_axis(analysis, column, metric, display, level, path)
         written.append(path)
-    if plot_kl(analysis, metric, display, "train.kl_true.tail", folder / "score_vs_kl_true.png"):
+    if plot_kl(analysis.usable, metric, display, KL_COLUMN, folder / "score_vs_kl_true.png"):
         written.append(folder / "score_vs_kl_true.png")
     if plot_variance(analysis, display, level, folder / "variance_decomposition.png"):
         written.append(folder / "variance_decomposition.png")
