@@ -191,20 +191,25 @@ def test_a_narrow_terminal_gets_the_columns_the_verdict_rests_on():
                                                                           "verdict"]
 
 
-def test_verdict_holds_to_sd_is_where_a_declared_sd_turns_the_verdict(sweep, tmp_path):
-    """verdict_holds_to_sd = the largest X for which --assumed-sd X --no-pool-sd keeps the verdict."""
-    main([str(sweep), "--out", str(tmp_path / "a"), "--no-plots", "--baseline", "lr=5e-06"])
+@pytest.mark.parametrize("reference", [["--baseline", "lr=5e-06"], ["--baseline", "none"],
+                                       ["--baseline", "none", "--pool-anchor"]])
+def test_verdict_holds_to_sd_is_where_a_declared_sd_turns_the_verdict(sweep, tmp_path, reference):
+    """verdict_holds_to_sd = the largest X for which --assumed-sd X --no-pool-sd keeps the verdict, against
+    the in-sweep baseline and against the anchor (its own SD, or the shared one with --pool-anchor)."""
+    args = [str(sweep), "--no-plots", *reference]
+    main(args + ["--out", str(tmp_path / "a")])
     summary = pd.read_csv(tmp_path / "a" / "summary.csv").set_index("label")
-    holds = summary.loc["lr=1e-05", "verdict_holds_to_sd"]
-    assert summary.loc["lr=1e-05", "verdict"] == "better" and holds > summary.loc["lr=1e-05", "sd_used"]
-    assert summary.loc[["lr=2e-05", "lr=5e-06"], "verdict_holds_to_sd"].isna().all()  # inconclusive, baseline
-    for factor, verdict in ((0.99, "better"), (1.01, "inconclusive")):
-        main([str(sweep), "--out", str(tmp_path / "b"), "--no-plots", "--baseline", "lr=5e-06",
-              "--assumed-sd", str(holds * factor)])
+    decided = summary[summary["verdict"].isin(["better", "worse"])]
+    assert not decided.empty and decided["verdict_holds_to_sd"].notna().all()
+    assert summary.loc[~summary.index.isin(decided.index), "verdict_holds_to_sd"].isna().all()
+    label = decided.index[0]
+    holds = decided.loc[label, "verdict_holds_to_sd"]
+    for factor, same in ((0.99, True), (1.01, False)):
+        main(args + ["--out", str(tmp_path / "b"), "--assumed-sd", str(holds * factor)])
         declared = pd.read_csv(tmp_path / "b" / "summary.csv").set_index("label")
         assert declared["sd_source"].eq("known").all()
-        assert declared.loc["lr=1e-05", "verdict"] == verdict, factor
-        assert declared.loc["lr=1e-05", "verdict_sd"] == f"known SD {holds * factor:.2f}"
+        assert (declared.loc[label, "verdict"] == decided.loc[label, "verdict"]) == same, factor
+        assert declared.loc[label, "verdict_sd"] == f"known SD {holds * factor:.2f}"
 
 
 def test_a_declared_sd_changes_a_one_run_verdict_even_when_others_could_be_pooled(tmp_path):

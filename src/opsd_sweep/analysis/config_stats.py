@@ -59,7 +59,7 @@ def select_baseline(table: pd.DataFrame, selector: str | None) -> tuple[str | No
     if selector == AUTO:
         base = [label for label in table["label"] if str(label).startswith(BASE_MODEL_LABEL)]
         if len(base) == 1:
-            return base[0], "auto: the untrained base model (train.max_steps=0); pick another with --baseline"
+            return base[0], "auto: the untrained base model, train.max_steps=0; --baseline picks another"
         return None, (f"auto found {len(base)} untrained base-model configs, so none; pick one with --baseline"
                       if base else "auto: the sweep has no untrained base model; pick one with --baseline")
     if selector in set(table["label"]):
