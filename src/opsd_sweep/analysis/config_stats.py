@@ -130,6 +130,8 @@ def noise_split(group: pd.DataFrame, scores: np.ndarray, metric: str, level: flo
             or not group["eval_var"].notna().all():
         return {}
     split = stats.variance_decomposition(scores, group["eval_var"].to_numpy(float), level)
+    if split.run_var == 0 and split.eval_var == 0:  # every run scored alike on every problem: nothing to split
+        return {}
     return {"eval_sd": math.sqrt(split.eval_var), "train_sd": math.sqrt(split.train_var),
             "train_sd_low": math.sqrt(split.train_var_low), "train_sd_high": math.sqrt(split.train_var_high),
             "eval_share": split.eval_share}

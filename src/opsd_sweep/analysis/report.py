@@ -54,6 +54,10 @@ def _interval(row: pd.Series, delta: str, low: str, high: str) -> str:
     return f"{row[delta]:+.2f} [{_num(row[low])}, {_num(row[high])}]"
 
 
+def _share(value) -> str:
+    return "–" if value is None or value != value else f"{value:.0%}"
+
+
 def _seeds(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -197,7 +201,7 @@ def noise_table(analysis: Analysis, level: float) -> str:
     for _, r in t.iterrows():
         seed = (_num(r["train_sd"]) if r["train_sd"] == r["train_sd"] else "below eval noise") + " " \
             + _bracket(r["train_sd_low"], r["train_sd_high"])
-        rows.append([r["label"], str(r["n"]), _num(r["sd"]), _num(r["eval_sd"]), seed, f"{r['eval_share']:.0%}"])
+        rows.append([r["label"], str(r["n"]), _num(r["sd"]), _num(r["eval_sd"]), seed, _share(r["eval_share"])])
     return markdown_table(header, rows)
 
 
