@@ -10,15 +10,12 @@ a config gains and loses; the summary's verdicts are about the net effect on all
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+from scipy import stats as sps
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from scipy import stats as sps  # noqa: E402
-
-from opsd_sweep.analysis import scripts  # noqa: E402
-from opsd_sweep.analysis.config_stats import select_baseline  # noqa: E402
+from opsd_sweep.analysis import scripts
+from opsd_sweep.analysis.config_stats import select_baseline
 
 
 def solve_rates(collection, runs: pd.DataFrame, label: str) -> pd.Series:
@@ -54,10 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     ax.set_title(f"Per-problem agreement over {len(table)} problems: B gains {gained}, loses {lost}\n"
                  f"Spearman rank correlation {rho:.2f} (descriptive)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
-    png, csv = scripts.output(args, "problem_agreement")
-    fig.savefig(png, dpi=120)
-    table.rename_axis("problem").reset_index().to_csv(csv, index=False)
-    scripts.written(png, csv)
+    scripts.save(args, "problem_agreement", fig, table.rename_axis("problem").reset_index())
 
 
 if __name__ == "__main__":

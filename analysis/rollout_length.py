@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from opsd_sweep.analysis import scripts  # noqa: E402
-from opsd_sweep.analysis.collect import TAIL_FRACTION  # noqa: E402
+from opsd_sweep.analysis import scripts
+from opsd_sweep.analysis.collect import TAIL_FRACTION
 
 
 def drift(table: pd.DataFrame) -> pd.DataFrame:
@@ -44,9 +41,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"no run under {args.results} logged {args.key!r} in train/metrics.jsonl (--key)")
     summary = drift(table)
     fig, ax = plt.subplots(figsize=(9, 5), layout="constrained")
-    colors = {label: plt.get_cmap("tab10")(i % 10) for i, label in enumerate(sorted(table["label"].unique()))}
-    for (_, label), run in table.groupby(["run_id", "label"], sort=False):
-        ax.plot(run["step"], run["value"], color=colors[label], lw=1, alpha=0.8)
+    colors = scripts.config_colors(table["label"])
+    scripts.draw_runs(ax, table, colors)
     for label, color in colors.items():
         moved = summary.loc[summary["label"] == label, "drift_percent"].mean()
         ax.plot([], [], color=color, label=f"{label}: {moved:+.0f}% first -> last 10% of steps (mean over runs)")
@@ -54,10 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     ax.set_xlabel("optimizer step")
     ax.set_ylabel(f"{args.key} (tokens)")
     ax.set_title(f"Rollout length during training, {len(summary)} runs (one line per run)", fontsize=10)
-    png, csv = scripts.output(args, "rollout_length")
-    fig.savefig(png, dpi=120)
-    summary.to_csv(csv, index=False)
-    scripts.written(png, csv)
+    scripts.save(args, "rollout_length", fig, summary)
 
 
 if __name__ == "__main__":

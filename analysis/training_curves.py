@@ -7,12 +7,9 @@ Writes training_curves.png and training_curves.csv (run_id, label, seed, step, k
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from opsd_sweep.analysis import scripts  # noqa: E402
+from opsd_sweep.analysis import scripts
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,10 +24,9 @@ def main(argv: list[str] | None = None) -> None:
     keys = [k for k in args.keys if k in set(table["key"])]
     fig, axes = plt.subplots(len(keys), 1, figsize=(9, 2.8 * len(keys)), sharex=True, layout="constrained",
                              squeeze=False)
-    colors = {label: plt.get_cmap("tab10")(i % 10) for i, label in enumerate(sorted(table["label"].unique()))}
+    colors = scripts.config_colors(table["label"])
     for ax, key in zip(axes[:, 0], keys):
-        for (run_id, label), run in table[table["key"] == key].groupby(["run_id", "label"], sort=False):
-            ax.plot(run["step"], run["value"], color=colors[label], lw=1, alpha=0.8)
+        scripts.draw_runs(ax, table[table["key"] == key], colors)
         ax.set_ylabel(key)
     for label, color in colors.items():
         axes[0, 0].plot([], [], color=color, label=label)
@@ -38,10 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     axes[-1, 0].set_xlabel("optimizer step")
     axes[0, 0].set_title(f"Training curves of {table['run_id'].nunique()} runs (one line per run, colour = config)",
                          fontsize=10)
-    png, csv = scripts.output(args, "training_curves")
-    fig.savefig(png, dpi=120)
-    table.to_csv(csv, index=False)
-    scripts.written(png, csv)
+    scripts.save(args, "training_curves", fig, table)
 
 
 if __name__ == "__main__":

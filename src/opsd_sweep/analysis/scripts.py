@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pandas as pd
+import matplotlib
 
-from opsd_sweep.analysis.collect import Collection, collect, training_steps
-from opsd_sweep.runs import RunDir
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from opsd_sweep.analysis.collect import Collection, collect, training_steps  # noqa: E402
+from opsd_sweep.runs import RunDir  # noqa: E402
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -37,8 +41,27 @@ def output(args: argparse.Namespace, name: str) -> tuple[Path, Path]:
     return folder / f"{name}.png", folder / f"{name}.csv"
 
 
+def save(args: argparse.Namespace, name: str, fig, table: pd.DataFrame) -> None:
+    """Write the figure and the table as <name>.png and <name>.csv and say where."""
+    png, csv = output(args, name)
+    fig.savefig(png, dpi=120)
+    table.to_csv(csv, index=False)
+    written(png, csv)
+
+
 def written(png: Path, csv: Path) -> None:
     print(f"wrote {png} and {csv}")
+
+
+def config_colors(labels: pd.Series) -> dict:
+    """One colour per config label, the same in every panel."""
+    return {label: plt.get_cmap("tab10")(i % 10) for i, label in enumerate(sorted(labels.unique()))}
+
+
+def draw_runs(ax, table: pd.DataFrame, colors: dict) -> None:
+    """One line per run of a `curves` table (value against step), coloured by config."""
+    for (_, label), run in table.groupby(["run_id", "label"], sort=False):
+        ax.plot(run["step"], run["value"], color=colors[label], lw=1, alpha=0.8)
 
 
 def curves(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
