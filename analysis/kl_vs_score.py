@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> None:
                          "train/metrics.jsonl, the score from eval/eval.json (--metric)")
     png, csv = scripts.output(args, "kl_vs_score")
     if not plot_kl(runs, args.metric, args.metric, KL_COLUMN, png):
-        raise SystemExit("fewer than 3 runs with both kl_true and the score, or one kl_true value: nothing to plot")
+        raise SystemExit("fewer than 2 runs with both kl_true and the score, or one kl_true value: nothing to plot")
     runs[["run_id", "label", "cfg.seed", KL_COLUMN, args.metric]].dropna().to_csv(csv, index=False)
     scripts.written(png, csv)
 

@@ -154,7 +154,7 @@ def plot_kl(usable: pd.DataFrame, metric: str, display: str, kl_column: str, pat
     configs, labelled descriptive: runs of one config are not independent points, so its slope is no
     test. False when there is nothing to show."""
     runs = usable.dropna(subset=[kl_column, metric]) if kl_column in usable else None
-    if runs is None or len(runs) < 3 or runs[kl_column].nunique() < 2:
+    if runs is None or len(runs) < 2 or runs[kl_column].nunique() < 2:
         return False
     fig, ax = plt.subplots(layout="constrained", figsize=(8, 5))
     for label, group in runs.groupby("label", sort=False):
