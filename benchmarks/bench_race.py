@@ -2,8 +2,8 @@
 
 Noise from the simulator (opsd_sweep.simulate, conf/simulate/default.yaml): training-seed SD 2 / 3 / 4
 points, 30 problems x 12 samples (eval-sampling SD ~1.8), problem difficulties shared by all configs.
-Both designs use the same statistics (opsd_sweep.race.policy.assess: SD pooled across configs,
-paired by problem, Holm across configs vs the in-sweep baseline at alpha 0.05).
+Both designs use the same statistics (opsd_sweep.race.policy.assess: run scores with the SD pooled
+across configs, Holm across configs vs the in-sweep baseline at alpha 0.05).
 
 - Fixed grid: R seeds for every config; R* = the smallest R with >= 80% power (the +3 config declared
   better and no other config declared better); runs = configs x R*.
@@ -94,7 +94,7 @@ def race_sweep(data: np.ndarray, settings: RaceSettings, anchor: Anchor | None =
 
     def execute(requests):
         return [RunResult(q.config, q.seed, q.phase, "done", float(data[int(q.config[1:]), q.seed - 1].mean()),
-                          data[int(q.config[1:]), q.seed - 1], 1.0) for q in requests]
+                          1.0) for q in requests]
 
     finals = []
     _, results = run_race(spec, execute, emit=lambda r: finals.append(r) if r.get("phase") == "final" else None)
@@ -105,7 +105,7 @@ def race_sweep(data: np.ndarray, settings: RaceSettings, anchor: Anchor | None =
 def fixed_grid_claims(data: np.ndarray, seeds: int, settings: RaceSettings) -> set:
     configs = labels(data[:, 0, 0])
     spec = RaceSpec(configs, configs[0], None, settings)
-    summaries = {c: ConfigSummary(c, data[i, :seeds].mean(axis=1), data[i, :seeds]) for i, c in enumerate(configs)}
+    summaries = {c: ConfigSummary(c, data[i, :seeds].mean(axis=1)) for i, c in enumerate(configs)}
     rows = assess(summaries, spec, 0, "fixed")
     return {r["config"] for r in rows
             if r["p_baseline"] is not None and r["p_baseline"] <= settings.alpha and r["delta_baseline"] > 0}

@@ -16,7 +16,7 @@ from rich.console import Console
 from tqdm import tqdm
 
 from opsd_sweep.analysis.checkpoints import write_checkpoint_report
-from opsd_sweep.analysis.collect import collect
+from opsd_sweep.analysis.collect import collect, left_out_line
 from opsd_sweep.analysis.config_stats import analyse
 from opsd_sweep.analysis.plots import write_plots, write_race_plots
 from opsd_sweep.analysis.races import find_race_logs, outcome_line, read_race, simulated_run_dirs
@@ -42,15 +42,17 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
     parser.add_argument("--alpha", type=float, help="test level of the verdicts (Holm across configs)")
     parser.add_argument("--anchor", help="published anchor: conf/baseline/ name, YAML path, 'auto' (the one the runs were configured "
                              "with) or 'none'")
-    parser.add_argument("--baseline", help="in-sweep baseline: a config label or col=value[,col=value]")
+    parser.add_argument("--baseline", help="in-sweep baseline: 'auto' (the untrained base model, if any), a config "
+                             "label, col=value[,col=value], or 'none'")
     parser.add_argument("--pool-sd", action=argparse.BooleanOptionalAction, default=None,
                         help="one run-to-run SD for all configs (assumes equal variance)")
-    parser.add_argument("--assumed-sd", type=float, help="SD (points) assumed for 1-run configs with nothing to pool")
+    parser.add_argument("--pool-anchor", action=argparse.BooleanOptionalAction, default=None,
+                        help="the anchor's runs come from this pipeline: its n and SD enter the pooled SD")
+    parser.add_argument("--assumed-sd", type=float, help="the run-to-run SD (points), known: used by configs with "
+                             "< 2 runs, and by every config unless --pool-sd (normal quantiles)")
     parser.add_argument("--target-effect", type=float, help="effect (points) for the seeds-needed advice")
     parser.add_argument("--power", type=float, help="power for the seeds-needed advice")
     parser.add_argument("--larger-k", type=int, help="show the saving of this many eval samples per problem")
-    parser.add_argument("--bootstrap-reps", type=int, help="hierarchical bootstrap replicates (0 = off)")
-    parser.add_argument("--bootstrap-seed", type=int, help="seed of the bootstrap generator")
     parser.add_argument("--plots", action=argparse.BooleanOptionalAction, default=None, help="write plots/*.png")
     args = vars(parser.parse_args(argv))
     args["roots"] = args["roots"] or None
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     collection.runs.to_csv(out / "runs.csv", index=False)
     collection.samples.to_parquet(out / "samples.parquet", index=False)
     try:
-        analysis = analyse(collection.runs, collection.samples, settings, anchor)
+        analysis = analyse(collection.runs, settings, anchor)
     except ValueError as err:
         raise SystemExit(f"{err}\n(runs.csv is written to {out} for inspection)") from None
     analysis.table.to_csv(out / "summary.csv", index=False)
@@ -93,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"every checkpoint evaluated: see the Checkpoints section of {out / 'summary.md'}, checkpoints.csv")
     # a terminal gets a table fitted to its width; a log file or pipe a wide one (rich would assume 80)
     print_table(analysis, settings, display, Console(width=None if sys.stdout.isatty() else 200))
+    if not collection.skipped.empty:
+        print(left_out_line(collection.skipped, out / "summary.md"))
     for race in races:
         print(outcome_line(race))
     plots += [p for p in race_plots if p is not None]

@@ -27,7 +27,7 @@ def summarised(tmp_path_factory, cache_dir):
     out = tmp_path_factory.mktemp("race_summary")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        main([str(results), "--out", str(out), "--bootstrap-reps", "0"])
+        main([str(results), "--out", str(out)])
     log = results / "lr" / "race.jsonl"
     records = [json.loads(line) for line in log.read_text().splitlines()]
     return log, records, (out / "summary.md").read_text(), printed.getvalue(), out

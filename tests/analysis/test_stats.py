@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import NormalIndPower, TTestIndPower
 
 from opsd_sweep.analysis import stats as S
 from opsd_sweep.evaluate.metrics import pass_at_k
@@ -67,12 +68,15 @@ def test_eval_sampling_variance_hand_value_and_monte_carlo():
         S.eval_sampling_variance(np.array([50.0]), 12)
 
 
-def test_variance_decomposition_splits_and_floors_at_zero():
+def test_variance_decomposition_splits_with_a_chi_square_interval():
     split = S.variance_decomposition(np.array([50.0, 52.0, 57.0]), np.array([3.0, 4.0, 5.0]))
     assert (split.run_var, split.eval_var, split.train_var) == pytest.approx((13.0, 4.0, 9.0))
     assert split.eval_share == pytest.approx(4 / 13)
-    noisy_eval = S.variance_decomposition(np.array([50.0, 51.0]), np.array([2.0, 2.0]))
-    assert noisy_eval.train_var == 0.0 and noisy_eval.eval_share == 1.0
+    assert split.train_var_high == pytest.approx(2 * 13.0 / sps.chi2.ppf(0.025, 2) - 4.0)
+    assert split.train_var_low == 0.0  # 2 * 13 / chi2_{0.975, 2} = 3.55 < 4: floored at 0
+    noisy_eval = S.variance_decomposition(np.array([50.0, 51.0, 50.5]), np.array([2.0, 2.0, 2.0]))
+    assert math.isnan(noisy_eval.train_var) and noisy_eval.eval_share == 1.0  # not a made-up exact 0
+    assert noisy_eval.train_var_high == pytest.approx(2 * 0.25 / sps.chi2.ppf(0.025, 2) - 2.0)
 
 
 # --- comparisons ---------------------------------------------------------------------------------
@@ -98,36 +102,6 @@ def test_welch_vs_anchor_with_one_run_uses_the_given_sd():
     comp = S.welch_vs_anchor(np.array([56.0]), 54.22, 1.48, 5, sd=3.0, df=math.inf)
     assert comp.se == pytest.approx(math.sqrt(9 + 1.48**2 / 5))
     assert comp.df == pytest.approx((9 + 1.48**2 / 5) ** 2 / ((1.48**2 / 5) ** 2 / 4))  # only the anchor's SD is estimated
-
-
-def test_paired_by_problem_one_run_per_arm_is_scipys_paired_t():
-    rng = np.random.default_rng(1)
-    a, b = rng.random(30), rng.random(30)
-    comp = S.paired_by_problem(a, b)
-    reference = sps.ttest_rel(a, b)
-    assert comp.df == 29 and comp.t == pytest.approx(reference.statistic) and comp.p == pytest.approx(reference.pvalue)
-    with pytest.raises(ValueError, match="same problem set"):
-        S.paired_by_problem(a, b[:20])
-
-
-def _arm(rng, difficulty, runs, run_sd, k=12, shift=0.0):
-    """(runs, problems) pass rates: a run-wide logit shift + a small run x problem effect, binomial over K."""
-    logit = difficulty + shift + rng.normal(0, run_sd, (runs, 1)) + rng.normal(0, 0.3, (runs, difficulty.size))
-    return rng.binomial(k, 1 / (1 + np.exp(-logit))) / k
-
-
-def test_paired_by_problem_holds_the_run_variance():
-    """With a run-wide shift per training run, the plain per-problem t misses the seed noise; ours keeps ~5%."""
-    rng = np.random.default_rng(2)
-    ours = naive = 0
-    trials = 600
-    for _ in range(trials):
-        difficulty = rng.normal(0, 2, 30)
-        a, b = _arm(rng, difficulty, 3, 0.3), _arm(rng, difficulty, 3, 0.3)
-        ours += S.paired_by_problem(a, b).p < 0.05
-        naive += S.paired_by_problem(a.mean(0), b.mean(0)).p < 0.05
-    assert ours / trials < 0.07  # nominal 5% (simulated ~4%)
-    assert naive / trials > 0.2  # the shared shift looks like a real effect to the per-problem t
 
 
 # --- many configs --------------------------------------------------------------------------------
@@ -163,15 +137,40 @@ def test_verdict_words():
 # --- power ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sd, expected", [(1.5, 10), (2.0, 17), (2.5, 26), (3.0, 37)])
+@pytest.mark.parametrize("sd, expected", [(1.5, 10), (2.0, 17), (2.5, 26), (3.0, 37), (3.9, 61)])
 def test_seeds_needed_matches_the_reference_table(sd, expected):
     """reference/statistics.md: +2 points, alpha 0.05, power 0.8, two equal arms."""
     assert S.seeds_needed(2.0, sd) == expected
+    assert expected == math.ceil(TTestIndPower().solve_power(effect_size=2.0 / sd, alpha=0.05, power=0.8, ratio=1))
 
 
-def test_mde_approaches_the_normal_formula():
+def test_mde_is_statsmodels_solve_power_and_approaches_the_normal_formula():
     assert S.min_detectable_effect(3.0, 2000) == pytest.approx(2.80 * 3.0 * math.sqrt(2 / 2000), rel=0.01)
     assert S.min_detectable_effect(3.0, 5) > S.min_detectable_effect(3.0, 6)
+    # 5 runs against a baseline with 8: statsmodels' effect size (in SDs) times the SD
+    effect = TTestIndPower().solve_power(effect_size=None, nobs1=5, alpha=0.05, power=0.8, ratio=8 / 5)
+    assert S.min_detectable_effect(3.0, 5, ref=S.PowerReference(n=8)) == pytest.approx(3.0 * effect)
+    known = NormalIndPower().solve_power(effect_size=None, nobs1=5, alpha=0.05, power=0.8, ratio=1)
+    assert S.min_detectable_effect(3.0, 5, known=True) == pytest.approx(3.0 * known)
+    assert S.min_detectable_effect(3.0, 5, known=True) < S.min_detectable_effect(3.0, 5)  # no SD to estimate
+
+
+def test_mde_and_seeds_needed_rest_on_one_power_function():
+    """The MDE at R runs is where `power` reaches 80%, and seeds_needed is the first R whose MDE <= delta,
+    for an equal arm, a larger fixed arm and the anchor alike (one set of assumptions per row)."""
+    anchor = S.PowerReference(var_of_mean=1.48**2 / 5, df=4)
+    for ref in (S.SAME_ARM, S.PowerReference(n=12), anchor):
+        mde = S.min_detectable_effect(3.0, 9, ref=ref)
+        assert S.power(mde, 3.0, 9, 0.05, ref) == pytest.approx(0.8, abs=1e-4)  # solve_power tolerance
+        r = S.seeds_needed(3.5, 3.0, ref=ref)
+        assert S.min_detectable_effect(3.0, r, ref=ref) <= 3.5 < S.min_detectable_effect(3.0, r - 1, ref=ref)
+
+
+def test_the_welch_power_of_two_equal_arms_is_statsmodels_power():
+    for r in (3, 8, 20):
+        se = 3.0 * math.sqrt(2 / r)
+        assert S.welch_power(2.5, se, 2 * r - 2, 0.05) == pytest.approx(TTestIndPower().power(2.5 / 3.0, r, 0.05))
+    assert S.welch_power(2.5, 1.0, math.inf, 0.05) == pytest.approx(NormalIndPower().power(2.5, 1, 0.05, ratio=0))
 
 
 def test_seeds_needed_against_simulated_power():
@@ -190,13 +189,14 @@ def test_seeds_needed_against_simulated_power():
 
 
 def test_seeds_needed_vs_anchor_can_be_unreachable():
-    assert S.seeds_needed(3.0, 2.7, ref_sd=1.48, ref_n=5) is not None
-    assert S.seeds_needed(1.0, 2.7, ref_sd=1.48, ref_n=5) is None  # the anchor's own error is too large
+    anchor = S.PowerReference(var_of_mean=1.48**2 / 5, df=4)
+    assert S.seeds_needed(3.0, 2.7, ref=anchor) is not None
+    assert S.seeds_needed(1.0, 2.7, ref=anchor) is None  # the anchor's own error is too large
     with pytest.raises(ValueError, match="must be > 0"):
         S.seeds_needed(0.0, 2.0)
 
 
-# --- coverage and bootstrap ----------------------------------------------------------------------
+# --- coverage ----------------------------------------------------------------------
 
 
 def test_t_interval_coverage_over_thousands_of_configs():
@@ -210,19 +210,6 @@ def test_t_interval_coverage_over_thousands_of_configs():
             covered += ci.low <= mean <= ci.high
             total += 1
     assert 0.93 <= covered / total <= 0.97
-
-
-def test_hierarchical_bootstrap_is_reproducible_and_paired():
-    rng = np.random.default_rng(6)
-    difficulty = rng.normal(0, 2, 30)
-    a, b = _arm(rng, difficulty, 6, 0.2), _arm(rng, difficulty, 6, 0.2, shift=0.5)
-    first = S.hierarchical_bootstrap_ci(a, np.random.default_rng(7), baseline=b)
-    again = S.hierarchical_bootstrap_ci(a, np.random.default_rng(7), baseline=b)
-    assert first == again
-    assert first.estimate == pytest.approx(a.mean() - b.mean())
-    assert first.low < first.estimate < first.high and first.high < 0  # b is better by a clear margin
-    alone = S.hierarchical_bootstrap_ci(a, np.random.default_rng(7))
-    assert alone.high - alone.low > first.high - first.low  # pairing cancels problem difficulty
 
 
 def test_pass_at_k_is_the_evaluators_unbiased_estimator():

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
 from opsd_sweep.config import BaselineConfig
 from opsd_sweep.summary import main
-from tests.analysis.rundirs import draw_correct, write_run
+from tests.analysis.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.random.default_rng(0).normal(0.0, 1.5, 30)
 EFFECTS = {5e-6: 0.0, 1e-5: 1.2, 2e-5: 0.0}  # logit shifts: 1e-5 is ~+25 points better, 2e-5 equal
@@ -31,18 +34,18 @@ def sweep(tmp_path_factory):
 
 
 def test_baseline_verdicts_files_and_plots(sweep, tmp_path, capsys):
-    main([str(sweep), "--out", str(tmp_path), "--baseline", "cfg.learning_rate=5e-06", "--bootstrap-reps", "200"])
+    main([str(sweep), "--out", str(tmp_path), "--baseline", "cfg.learning_rate=5e-06"])
     summary = pd.read_csv(tmp_path / "summary.csv").set_index("label")
     assert summary.index[0] == "lr=1e-05"  # sorted by mean, best first
     assert summary.loc["lr=1e-05", "verdict"] == "better"
     assert summary.loc["lr=2e-05", "verdict"] == "inconclusive"
     assert summary.loc["lr=5e-06", "verdict"] == "baseline"
-    assert summary.loc["lr=1e-05", "vs_baseline"] == "paired by problem"
+    assert summary.loc["lr=1e-05", "vs_baseline"] == "run scores"
     assert summary.loc["lr=1e-05", "p_baseline_holm"] <= 0.05 < summary.loc["lr=2e-05", "p_baseline_holm"]
     assert (summary["n"] == 4).all() and summary["verdict_vs"].eq("in-sweep baseline").all()
     for column in ("cfg.learning_rate", "mean", "ci_low", "ci_high", "sd", "eval_sd", "train_sd", "delta_anchor",
-                   "p_anchor_holm", "q_baseline_bh", "mde", "seeds_needed", "seeds_needed_holm",
-                   "boot_delta_low", "flags"):
+                   "p_anchor_holm", "q_baseline_bh", "mde", "seeds_needed", "seeds_needed_bonferroni",
+                   "verdict_holds_to_sd", "verdict_sd", "train_sd_low", "train_sd_high", "flags"):
         assert column in summary, column
     assert "winner's curse" in summary.loc["lr=1e-05", "flags"]
     runs = pd.read_csv(tmp_path / "runs.csv")
@@ -51,7 +54,9 @@ def test_baseline_verdicts_files_and_plots(sweep, tmp_path, capsys):
     report = (tmp_path / "summary.md").read_text()
     for heading in ("## Verdicts", "## Anchor", "## How many seeds", "## Noise: eval sampling vs training seed"):
         assert heading in report
-    assert "**Better** than the in-sweep baseline" in report and "lr=1e-05" in report
+    assert "**Better** than the in-sweep baseline: lr=1e-05" in report
+    assert f"stays better for any run-to-run SD up to {summary.loc['lr=1e-05', 'verdict_holds_to_sd']:.1f} points" \
+        in report
     plots = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
     assert plots == ["score_per_config.png", "score_vs_kl_true.png", "score_vs_lr.png", "variance_decomposition.png"]
     assert all(f"plots/{name}" in report for name in plots)
@@ -60,33 +65,41 @@ def test_baseline_verdicts_files_and_plots(sweep, tmp_path, capsys):
 
 
 def test_anchor_is_the_reference_without_an_in_sweep_baseline(sweep, tmp_path):
-    main([str(sweep), "--out", str(tmp_path), "--no-plots", "--bootstrap-reps", "0"])
+    main([str(sweep), "--out", str(tmp_path), "--no-plots"])
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert summary["verdict_vs"].eq("anchor").all() and "delta_baseline" not in summary
     report = (tmp_path / "summary.md").read_text()
     assert "verdicts below are against this anchor" in report and "--baseline" in report
 
 
-def test_one_run_configs_use_an_assumed_sd_and_say_so(tmp_path):
+def test_one_run_configs_use_a_declared_sd_and_say_so(tmp_path):
     write_sweep(tmp_path / "single", seeds=(1,))
     main([str(tmp_path / "single"), "--out", str(tmp_path / "out"), "--no-plots", "--assumed-sd", "3.0"])
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
-    assert summary["sd_source"].eq("assumed (1 run)").all() and summary["sd_used"].eq(3.0).all()
-    assert summary["flags"].str.contains("1 run: no own SD, used assumed SD 3.00").all()
-    assert summary["ci_low"].notna().all()
+    assert summary["sd_source"].eq("known").all() and summary["sd_used"].eq(3.0).all()
+    assert summary["flags"].str.contains("1 run: no own SD, used known SD 3.00").all()
+    half = summary["ci_high"] - summary["mean"]
+    assert half.to_numpy() == pytest.approx(1.959964 * 3.0)  # known SD: normal quantiles, R = 1
+    main([str(tmp_path / "single"), "--out", str(tmp_path / "none"), "--no-plots"])
+    alone = pd.read_csv(tmp_path / "none" / "summary.csv")
+    assert alone["ci_low"].isna().all() and alone["flags"].str.contains("no test").all()
 
 
 def test_pooled_sd_option(sweep, tmp_path):
     main([str(sweep), "--out", str(tmp_path), "--no-plots", "--pool-sd", "--baseline", "lr=5e-06"])
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert summary["sd_source"].eq("pooled").all() and summary["sd_used"].nunique() == 1
-    assert set(summary["vs_baseline"].dropna()) == {"is baseline", "pooled t (runs)"}
+    assert summary["sd_df"].eq(9).all()  # 3 configs x (4 - 1)
+    row = summary.set_index("label").loc["lr=1e-05"]
+    base = summary.set_index("label").loc["lr=5e-06"]
+    se = row["sd_used"] * (1 / 4 + 1 / 4) ** 0.5
+    assert row["p_baseline"] == pytest.approx(2 * sps.t.sf(abs(row["mean"] - base["mean"]) / se, 9))
 
 
 def test_simulated_runs_are_marked_everywhere(tmp_path, capsys):
     write_sweep(tmp_path / "mixed", effects={5e-6: 0.0}, seeds=(1, 2))
     write_sweep(tmp_path / "mixed", effects={5e-6: 0.0}, seeds=(1, 2), simulated=True)
-    main([str(tmp_path / "mixed"), "--out", str(tmp_path / "out"), "--bootstrap-reps", "0"])
+    main([str(tmp_path / "mixed"), "--out", str(tmp_path / "out")])
     summary = pd.read_csv(tmp_path / "out" / "summary.csv").set_index("label")
     assert set(summary.index) == {"lr=5e-06", "lr=5e-06 [simulated]"}
     assert summary.loc["lr=5e-06 [simulated]", "simulated"] and not summary.loc["lr=5e-06", "simulated"]
@@ -103,7 +116,7 @@ def test_external_results_enter_the_comparison(sweep, tmp_path):
           "--baseline", "cfg.learning_rate=5e-06"])
     summary = pd.read_csv(tmp_path / "out" / "summary.csv").set_index("label")
     row = summary.loc["other tool [external]"]
-    assert row["external"] and row["n"] == 3 and row["vs_baseline"] == "Welch (runs)"
+    assert row["external"] and row["n"] == 3 and row["vs_baseline"] == "run scores"
     assert row["mean"] == pytest.approx(41.0)
 
 
@@ -111,7 +124,7 @@ def test_auto_anchor_is_the_one_the_runs_were_configured_with(tmp_path):
     tiny_anchor = BaselineConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10,
                                  note="Measured here, on 10 seeds.")
     write_sweep(tmp_path / "tiny", effects={5e-6: 0.0}, seeds=(1, 2), baseline=tiny_anchor)
-    main([str(tmp_path / "tiny"), "--out", str(tmp_path / "out"), "--no-plots", "--bootstrap-reps", "0"])
+    main([str(tmp_path / "tiny"), "--out", str(tmp_path / "out"), "--no-plots"])
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert summary["delta_anchor"].iloc[0] == pytest.approx(summary["mean"].iloc[0] - 38.5)
     report = (tmp_path / "out" / "summary.md").read_text()
@@ -145,7 +158,7 @@ def test_no_runs_is_a_clear_error(tmp_path):
 def test_other_metric_skips_the_anchor_and_pairing(sweep, tmp_path):
     main([str(sweep), "--out", str(tmp_path), "--no-plots", "--metric", "pass_at_4", "--baseline", "lr=5e-06"])
     summary = pd.read_csv(tmp_path / "summary.csv")
-    assert "delta_anchor" not in summary and set(summary["vs_baseline"]) == {"is baseline", "Welch (runs)"}
+    assert "delta_anchor" not in summary and set(summary["vs_baseline"]) == {"is baseline", "run scores"}
     assert "The anchor reports avg_at_n, not pass_at_4" in (tmp_path / "summary.md").read_text()
 
 
@@ -156,9 +169,12 @@ def test_baseline_selector_forms(selector):
 
     table = pd.DataFrame({"label": ["lr=5e-06 clip=0.1", "lr=5e-06 clip=0.2", "lr=1e-05 clip=0.1"],
                           "cfg.learning_rate": [5e-6, 5e-6, 1e-5], "cfg.clip": [0.1, 0.2, 0.1]})
-    assert select_baseline(table, selector) == "lr=5e-06 clip=0.1"
+    assert select_baseline(table, selector) == ("lr=5e-06 clip=0.1", f"--baseline {selector}")
     with pytest.raises(ValueError, match="matches 2 configs"):
         select_baseline(table, "lr=5e-06")
+    assert select_baseline(table, "auto")[0] is None and select_baseline(table, "none")[0] is None
+    with_base = pd.concat([table, pd.DataFrame({"label": ["base model"], "cfg.learning_rate": [5e-6]})])
+    assert select_baseline(with_base, "auto")[0] == "base model"
 
 
 def test_a_narrow_terminal_gets_the_columns_the_verdict_rests_on():
@@ -173,3 +189,96 @@ def test_a_narrow_terminal_gets_the_columns_the_verdict_rests_on():
     assert [no_baseline[i] for i in printed_columns(no_baseline, 100)] == ["config", "n", "mean", "95% CI",
                                                                           "Δ vs anchor [CI]", "p Holm (anchor)",
                                                                           "verdict"]
+
+
+@pytest.mark.parametrize("reference", [["--baseline", "lr=5e-06"], ["--baseline", "none"],
+                                       ["--baseline", "none", "--pool-anchor"]])
+def test_verdict_holds_to_sd_is_where_a_declared_sd_turns_the_verdict(sweep, tmp_path, reference):
+    """verdict_holds_to_sd = the largest X for which --assumed-sd X --no-pool-sd keeps the verdict, against
+    the in-sweep baseline and against the anchor (its own SD, or the shared one with --pool-anchor)."""
+    args = [str(sweep), "--no-plots", *reference]
+    main(args + ["--out", str(tmp_path / "a")])
+    summary = pd.read_csv(tmp_path / "a" / "summary.csv").set_index("label")
+    decided = summary[summary["verdict"].isin(["better", "worse"])]
+    assert not decided.empty and decided["verdict_holds_to_sd"].notna().all()
+    assert summary.loc[~summary.index.isin(decided.index), "verdict_holds_to_sd"].isna().all()
+    label = decided.index[0]
+    holds = decided.loc[label, "verdict_holds_to_sd"]
+    for factor, same in ((0.99, True), (1.01, False)):
+        main(args + ["--out", str(tmp_path / "b"), "--assumed-sd", str(holds * factor)])
+        declared = pd.read_csv(tmp_path / "b" / "summary.csv").set_index("label")
+        assert declared["sd_source"].eq("known").all()
+        assert (declared.loc[label, "verdict"] == decided.loc[label, "verdict"]) == same, factor
+        assert declared.loc[label, "verdict_sd"] == f"known SD {holds * factor:.2f}"
+
+
+def test_a_declared_sd_changes_a_one_run_verdict_even_when_others_could_be_pooled(tmp_path):
+    """Issue 15, 2: one run at lr=1e-05 beside 4-run configs got a pooled SD; a declared SD now decides."""
+    write_sweep(tmp_path / "mix", effects={5e-6: 0.0, 2e-5: 0.0})
+    write_sweep(tmp_path / "mix", effects={1e-5: 1.2}, seeds=(1,))
+    args = [str(tmp_path / "mix"), "--no-plots", "--baseline", "lr=5e-06", "--pool-sd"]
+    main(args + ["--out", str(tmp_path / "pooled")])
+    pooled = pd.read_csv(tmp_path / "pooled" / "summary.csv").set_index("label")
+    assert pooled.loc["lr=1e-05", "sd_source"] == "pooled" and pooled.loc["lr=1e-05", "sd_df"] == 6
+    main(args + ["--out", str(tmp_path / "small"), "--assumed-sd", "1.0"])
+    small = pd.read_csv(tmp_path / "small" / "summary.csv").set_index("label")
+    assert small.loc["lr=1e-05", "sd_source"] == "known" and small.loc["lr=2e-05", "sd_source"] == "pooled"
+    main(args + ["--out", str(tmp_path / "huge"), "--assumed-sd", "60"])
+    huge = pd.read_csv(tmp_path / "huge" / "summary.csv").set_index("label")
+    assert small.loc["lr=1e-05", "verdict"] == "better" and huge.loc["lr=1e-05", "verdict"] == "inconclusive"
+
+
+def test_pool_anchor_adds_the_anchors_runs_to_the_pooled_sd(sweep, tmp_path):
+    main([str(sweep), "--out", str(tmp_path), "--no-plots", "--pool-sd", "--pool-anchor", "--anchor",
+          "qwen3-1.7b_aime24", "--baseline", "none"])
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert summary["sd_df"].eq(9 + 4).all()  # 3 configs x 3 df + the anchor's 5 runs
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    ss = sum(((g - g.mean()) ** 2).sum() for _, g in runs.groupby("label")["avg_at_n"]) + 4 * 1.48**2
+    assert summary["sd_used"].iloc[0] == pytest.approx((ss / 13) ** 0.5)
+    assert summary["verdict_vs"].eq("anchor").all()
+    row = summary.iloc[0]  # vs the anchor with the shared SD: SE^2 = sd^2 (1/4 + 1/5), 13 df
+    se = row["sd_used"] * (1 / 4 + 1 / 5) ** 0.5
+    assert row["p_anchor"] == pytest.approx(2 * sps.t.sf(abs(row["mean"] - 54.22) / se, 13))
+
+
+def test_a_failed_run_with_another_anchor_neither_decides_it_nor_stops_the_summary(tmp_path, capsys):
+    """Issue 15, 4: one run failed before training, configured with another baseline section."""
+    tiny_anchor = BaselineConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10,
+                                 note="Measured here.")
+    write_sweep(tmp_path / "sweep", effects={5e-6: 0.0, 1e-5: 1.2}, seeds=(1, 2, 3), baseline=tiny_anchor)
+    write_run(tmp_path / "sweep", learning_rate=2e-5, seed=1, correct=None, state="failed", steps=0)
+    write_run(tmp_path / "sweep", learning_rate=2e-5, seed=2, correct=None, state="training", steps=3,
+              baseline=tiny_anchor)
+    main([str(tmp_path / "sweep"), "--out", str(tmp_path / "out"), "--no-plots", "--baseline", "lr=5e-06"])
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert set(summary["label"]) == {"lr=5e-06", "lr=1e-05"} and summary["n"].eq(3).all()
+    assert summary["delta_anchor"].iloc[0] == pytest.approx(summary["mean"].iloc[0] - 38.5)  # the finished runs' anchor
+    printed = capsys.readouterr().out
+    assert "2 run dirs left out of the statistics (1 failed, 1 training)" in printed
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert "2 run dirs are left out (1 failed, 1 training)" in report and "## Skipped or unfinished run dirs" in report
+
+
+def test_a_collapsed_config_is_not_worth_more_seeds_and_seeds_figures_agree(tmp_path):
+    write_sweep(tmp_path / "c", effects={5e-6: 0.0, 1e-5: 0.5, 2e-5: -6.0})  # 2e-5 collapses to ~0
+    main([str(tmp_path / "c"), "--out", str(tmp_path / "out"), "--no-plots", "--baseline", "lr=5e-06"])
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv").set_index("label")
+    assert summary.loc["lr=2e-05", "verdict"] == "worse" and summary.loc["lr=2e-05", "q_baseline_bh"] <= 0.05
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert not any("lr=2e-05" in line and "worth more seeds" in line for line in report.splitlines())
+    seeds = summary["seeds_needed"].dropna().unique()
+    assert len(seeds) == 1 and f"needs **{int(seeds[0])} seeds per config**" in report
+    assert "pooled run-to-run SD (9 df)" in report
+
+
+def test_the_untrained_base_model_is_the_baseline_without_a_flag(tmp_path):
+    """`make summary` after `make demo`: no --baseline, and the demo's base model stays the baseline."""
+    write_sweep(tmp_path / "demo", effects={1e-5: 1.2}, seeds=(1, 2, 3))
+    write_sweep(tmp_path / "demo", effects={5e-6: 0.0}, seeds=(1, 2, 3), train=dataclasses.replace(
+        base_run().train, max_steps=0))
+    main([str(tmp_path / "demo"), "--out", str(tmp_path / "out"), "--no-plots"])
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv").set_index("label")
+    assert summary.loc["base model", "verdict"] == "baseline"
+    assert summary.loc["lr=1e-05 max_steps=100", "verdict"] == "better"
+    assert "auto: the untrained base model" in (tmp_path / "out" / "summary.md").read_text()

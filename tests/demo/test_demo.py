@@ -16,6 +16,7 @@ from opsd_sweep.config import RunConfig, load_run_config
 from opsd_sweep.evaluate.evaluator import evaluate
 from opsd_sweep.summary import main as summary_main
 from opsd_sweep.tiny import ensure_tiny_assets
+from tests.analysis.test_scripts import check_all_scripts
 from tests.conftest import REPO, compose
 
 
@@ -60,8 +61,9 @@ def test_reduced_demo_runs_to_verdicts_and_opsd_beats_the_base_model(tiny, tmp_p
     where = [f"results_root={tmp_path}", f"cache_dir={Path(tiny.cache_dir)}", "eval.n_samples=4"]
     run_module("opsd_sweep.evaluate", "profile=tiny", "+sweep=demo", "train.max_steps=0", "seed=1,2", *where)
     run_module("opsd_sweep", "profile=tiny", "+sweep=demo", "learning_rate=1e-2", "seed=1,2", *where)
-    summary_main([str(tmp_path / "tiny-demo"), "--baseline", "max_steps=0", "--out", str(tmp_path / "summary"),
-                  "--bootstrap-reps", "200"])  # the anchor: the one the runs were configured with (tiny's)
+    # no --baseline: as `make summary` after `make demo`, auto picks the untrained base model; the anchor
+    # is the one the runs were configured with (tiny's)
+    summary_main([str(tmp_path / "tiny-demo"), "--out", str(tmp_path / "summary")])
     table = pd.read_csv(tmp_path / "summary/summary.csv")
     assert len(table) == 2 and set(table["n"]) == {2}
     base = table[table["verdict"] == "baseline"].iloc[0]
@@ -71,3 +73,4 @@ def test_reduced_demo_runs_to_verdicts_and_opsd_beats_the_base_model(tiny, tmp_p
     assert base["mean"] < opsd["mean"]
     assert opsd["delta_anchor"] == pytest.approx(opsd["mean"] - tiny.baseline.mean)
     assert list((tmp_path / "summary/plots").glob("*.png"))
+    check_all_scripts(tmp_path / "tiny-demo", tmp_path / "analysis", "max_steps=0", "lr=0.01")  # analysis/*.py

@@ -7,7 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from opsd_sweep.analysis.stats import holm, paired_by_problem, pooled_sd
+from scipy import stats as sps
+
+from opsd_sweep.analysis.arms import Arm, RunSD, compare_arms
+from opsd_sweep.analysis.stats import holm, pooled_sd
 from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RaceState, RunResult, decide, run_race
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 
@@ -22,7 +25,7 @@ def spec(configs=("base", "a", "b"), baseline="base", anchor=ANCHOR, **changes) 
 
 
 def done(config, seed, score, phase="race", gpu_hours=1.0):
-    return RunResult(config, seed, phase, "done", float(score), None, gpu_hours)
+    return RunResult(config, seed, phase, "done", float(score), gpu_hours)
 
 
 def table(scores: dict[str, list[float]]) -> list[RunResult]:
@@ -48,7 +51,7 @@ def test_round_statistics_are_pooled_holm_adjusted_and_eliminate_the_clearly_wor
     rows = decisions(step)
     sd, df = pooled_sd([np.array(v) for v in scores.values()])
     assert all(r["pooled_sd"] == pytest.approx(sd) for r in rows.values())
-    summaries = {c: ConfigSummary(c, np.array(v), None) for c, v in scores.items()}
+    summaries = {c: ConfigSummary(c, np.array(v)) for c, v in scores.items()}
     pooled = Pooled(sd * sd, df)
     assert rows["b"]["best"] and rows["b"]["p_best"] is None
     raw_best = [compare(summaries["a"], summaries["b"], pooled, 0.95).p]  # base is never tested for elimination
@@ -68,19 +71,19 @@ def test_the_baseline_is_never_eliminated():
     assert decisions(step)["base"]["action"] == "continue" and "base" not in step.state.eliminated
 
 
-def test_paired_by_problem_matches_the_analysis_statistic_when_variances_agree():
-    """With equal run-score variances the pooled variance is that variance, and the race's comparison
-    is exactly stats.paired_by_problem (run term + config x problem term)."""
+def test_the_race_compares_as_the_summary_does_with_a_pooled_sd():
+    """One model for racing and verdicts: the race's comparison is the summary's --pool-sd comparison
+    of run scores (analysis.arms.compare_arms), and with two arms it is scipy's pooled two-sample t."""
     rng = np.random.default_rng(1)
-    a = rng.uniform(40, 60, size=(4, 30))
-    b = a[::-1] + rng.normal(0, 10, size=30) - 2.0  # same run means (reordered), per-problem effects
-    arm, ref = ConfigSummary("a", a.mean(1), a), ConfigSummary("b", b.mean(1), b)
+    a, b = rng.normal(52, 3, 5), rng.normal(50, 3, 7)
+    arm, ref = ConfigSummary("a", a), ConfigSummary("b", b)
     pooled = Pooled.of([arm, ref])
-    ours, theirs = compare(arm, ref, pooled, 0.95), paired_by_problem(a, b)
-    assert ours.delta == pytest.approx(theirs.delta)
-    assert ours.se == pytest.approx(theirs.se) and ours.p == pytest.approx(theirs.p, rel=1e-6)
-    unpaired = compare(ConfigSummary("a", a.mean(1), None), ConfigSummary("b", b.mean(1), None), pooled, 0.95)
-    assert unpaired.se < ours.se  # the problem term is added, never ignored
+    ours = compare(arm, ref, pooled, 0.95)
+    sd = RunSD(float(np.sqrt(pooled.var)), pooled.df, "pooled")
+    summary = compare_arms(Arm(a.mean(), 5, sd), Arm(b.mean(), 7, sd), 0.95)
+    assert (ours.delta, ours.se, ours.df, ours.p) == pytest.approx((summary.delta, summary.se, summary.df, summary.p))
+    scipy_t = sps.ttest_ind(a, b, equal_var=True)
+    assert ours.t == pytest.approx(scipy_t.statistic) and ours.p == pytest.approx(scipy_t.pvalue)
 
 
 def test_stop_when_decided_then_confirm_the_winner_on_fresh_seeds():
@@ -207,7 +210,7 @@ def futility_spec(effect, **changes) -> RaceSpec:
 def test_futility_stops_a_config_whose_upper_bound_vs_the_baseline_is_below_the_effect():
     step = decide(table(FUTILITY), RaceState(), futility_spec(3.0))
     rows = decisions(step)
-    summaries = {c: ConfigSummary(c, np.array(v), None) for c, v in FUTILITY.items()}
+    summaries = {c: ConfigSummary(c, np.array(v)) for c, v in FUTILITY.items()}
     sd, df = pooled_sd([np.array(v) for v in FUTILITY.values()])
     one_sided = compare(summaries["b"], summaries["base"], Pooled(sd * sd, df), 1 - 2 * 0.05)  # at eliminate_alpha
     assert rows["b"]["upper_baseline"] == pytest.approx(one_sided.high) and one_sided.high < 3.0
@@ -245,7 +248,7 @@ def test_futile_configs_stay_in_the_holm_family_of_the_claims():
     assert set(step.state.futile) == {"b", "c"}  # c's upper bound fell below 3 in round 1
     assert set(final) == {"base", "a"}  # futile configs get no verdict row, like eliminated ones
     live = {c: np.array([r.score for r in results if r.config == c]) for c in ("base", "a")}
-    summaries = {c: ConfigSummary(c, v, None) for c, v in live.items()}
+    summaries = {c: ConfigSummary(c, v) for c, v in live.items()}
     sd, df = pooled_sd(list(live.values()))
     raw = compare(summaries["a"], summaries["base"], Pooled(sd * sd, df), 0.95).p
     assert final["a"]["p_baseline"] == pytest.approx(holm([raw, 1.0, 1.0])[0]) == pytest.approx(3 * raw)

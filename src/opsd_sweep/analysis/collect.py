@@ -113,13 +113,11 @@ def read_status(run_dir: RunDir) -> dict:
     return status
 
 
-def training_diagnostics(run_dir: RunDir) -> dict:
-    """Per numeric key of metrics.jsonl: `train.<key>.last` and `train.<key>.tail` (mean of the last 10%).
-
-    Steps logged twice (a resumed run re-logs them) keep their latest line; a torn last line is ignored.
-    """
+def training_steps(run_dir: RunDir) -> list[dict]:
+    """The lines of metrics.jsonl in step order; a step logged twice (a resumed run re-logs it) keeps its
+    latest line, and a torn last line is ignored."""
     if not run_dir.metrics.exists():
-        return {}
+        return []
     by_step: dict[int, dict] = {}
     for line in run_dir.metrics.read_text().splitlines():
         try:
@@ -127,11 +125,16 @@ def training_diagnostics(run_dir: RunDir) -> dict:
             by_step[int(record["step"])] = record
         except (ValueError, KeyError, TypeError):
             continue
-    if not by_step:
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def training_diagnostics(run_dir: RunDir) -> dict:
+    """Per numeric key of metrics.jsonl: `train.<key>.last` and `train.<key>.tail` (mean of the last 10%)."""
+    steps = training_steps(run_dir)
+    if not steps:
         return {}
-    steps = [by_step[s] for s in sorted(by_step)]
     tail = steps[-max(1, math.ceil(TAIL_FRACTION * len(steps))):]
-    out: dict = {"train.steps": int(max(by_step))}
+    out: dict = {"train.steps": int(steps[-1]["step"])}
     for key in steps[-1]:
         if key == "step" or not isinstance(steps[-1][key], (int, float)) or isinstance(steps[-1][key], bool):
             continue
@@ -326,7 +329,7 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         progress: optional callable wrapping an iterable (e.g. tqdm) to show progress.
     """
     run_dirs = find_run_dirs(roots)
-    rows, samples, skipped = [], [], []
+    rows, samples, skipped, finished = [], [], [], set()
     for run_dir in (progress(run_dirs) if progress else run_dirs):
         try:
             row, run_samples = read_run(run_dir)
@@ -338,12 +341,15 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         reason = _not_usable(row)
         if reason:
             skipped.append({"path": str(run_dir.path), "state": row["state"], "reason": reason})
+        else:
+            finished.add(row["run_id"])
     runs = pd.DataFrame(rows)
     if not runs.empty:
         runs = runs.drop_duplicates("run_id", keep="first")  # one run seen under two overlapping roots
     fixed, anchors = {}, []
     if not runs.empty:
-        anchors = configured_anchors(runs)
+        # a failed or unfinished run never decides the anchor (it may have been configured with another)
+        anchors = configured_anchors(runs[runs["run_id"].isin(finished)])
         axes = varying_columns(runs)
         fixed = {c: runs[c].iloc[0] for c in runs.columns if c.startswith("cfg.") and c not in axes
                  and c != "cfg.seed" and _semantic(c)}
@@ -368,6 +374,14 @@ def configured_anchors(runs: pd.DataFrame) -> list[dict]:
         return []
     distinct = runs[columns].dropna(how="all").drop_duplicates()
     return [{c.removeprefix("cfg.baseline."): v for c, v in row.items()} for row in distinct.to_dict("records")]
+
+
+def left_out_line(skipped: pd.DataFrame, report: Path) -> str:
+    """One console line: how many run dirs the statistics left out, by state, and where they are listed."""
+    counts = skipped["state"].value_counts()
+    kinds = ", ".join(f"{count} {state}" for state, count in counts.items())
+    return (f"{len(skipped)} run dirs left out of the statistics ({kinds}): only finished runs with eval results "
+            f"count; each is listed with its reason in {report}")
 
 
 def _not_usable(row: dict) -> str | None:

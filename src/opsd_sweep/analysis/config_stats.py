@@ -1,7 +1,8 @@
-"""Per-config statistics table: intervals, variance split, tests vs baseline and anchor, verdicts, power.
+"""Per-config statistics table: intervals, noise split, tests vs baseline and anchor, verdicts, power.
 
-Input: the runs table of `collect` (one row per run) and its samples table. Output: one row per
-config (= one label: all varying columns except the seed), the content of summary.csv.
+Input: the runs table of `collect` (one row per run). Output: one row per config (= one label: all
+varying columns except the seed), the content of summary.csv. The target is stated in analysis.stats:
+the benchmark's problems are held fixed, so every number here works on run scores.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from opsd_sweep.analysis import stats
-from opsd_sweep.analysis.collect import short_names
+from opsd_sweep.analysis.arms import Arm, RunSD, anchor_arm, compare_arms, run_sd
+from opsd_sweep.analysis.collect import BASE_MODEL_LABEL, short_names
+from opsd_sweep.analysis.sensitivity import verdict_holds_to_sd
 from opsd_sweep.analysis.settings import Anchor, SummarySettings
 
 
@@ -22,6 +25,7 @@ class Analysis:
     table: pd.DataFrame  # one row per config, sorted by mean (best first)
     usable: pd.DataFrame  # the runs that entered the statistics
     baseline: str | None  # label of the in-sweep baseline
+    baseline_how: str  # how it was chosen: "--baseline ...", "auto: the untrained base model", or why none
     anchor: Anchor | None  # the anchor actually compared (None when absent or another metric)
     pooled_sd: float
     pooled_df: int
@@ -39,32 +43,27 @@ def usable_runs(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return runs[(runs["state"] == "done") & runs[metric].notna()].copy()
 
 
-def problem_matrices(usable: pd.DataFrame, samples: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """label -> (runs x problems) mean correctness in percent, for configs whose every run has samples."""
-    if samples.empty:
-        return {}
-    per_problem = (samples[samples["run_id"].isin(usable["run_id"])]
-                   .groupby(["run_id", "problem"])["correct"].mean().mul(100).unstack("problem"))
-    out = {}
-    for label, group in usable.groupby("label", sort=False):
-        ids = group["run_id"].tolist()
-        if all(i in per_problem.index for i in ids):
-            matrix = per_problem.loc[ids].dropna(axis=1)
-            if matrix.shape[1] >= 2:
-                out[label] = matrix
-    return out
+AUTO = "auto"
 
 
-def select_baseline(table: pd.DataFrame, selector: str | None) -> str | None:
-    """The label of the in-sweep baseline: `selector` is a label, or `col=value[,col=value]` terms.
+def select_baseline(table: pd.DataFrame, selector: str | None) -> tuple[str | None, str]:
+    """The label of the in-sweep baseline and how it was chosen.
 
-    Columns may be named as in the labels (`lr`, `clip`) or without the `cfg.` prefix; values compare as
-    numbers when both sides are numbers. Raises naming the configs when it matches none or several.
+    `selector`: None or 'none' (no baseline); 'auto' (the untrained base model, train.max_steps=0, when
+    the sweep has exactly one such config); a label; or `col=value[,col=value]` terms. Columns may be
+    named as in the labels (`lr`, `clip`) or without the `cfg.` prefix; values compare as numbers when
+    both sides are numbers. Raises naming the configs when it matches none or several.
     """
-    if selector is None:
-        return None
+    if selector is None or selector.lower() == "none":
+        return None, "none (--baseline none)"
+    if selector == AUTO:
+        base = [label for label in table["label"] if str(label).startswith(BASE_MODEL_LABEL)]
+        if len(base) == 1:
+            return base[0], "auto: the untrained base model, train.max_steps=0; --baseline picks another"
+        return None, (f"auto found {len(base)} untrained base-model configs, so none; pick one with --baseline"
+                      if base else "auto: the sweep has no untrained base model; pick one with --baseline")
     if selector in set(table["label"]):
-        return selector
+        return selector, f"--baseline {selector}"
     config_columns = [c for c in table.columns if c.startswith("cfg.")]
     by_name = {name: column for column, name in short_names(config_columns).items()}
     by_name |= {c.removeprefix("cfg."): c for c in config_columns} | {c: c for c in config_columns}
@@ -80,7 +79,7 @@ def select_baseline(table: pd.DataFrame, selector: str | None) -> str | None:
     if len(matched) != 1:
         raise ValueError(f"baseline selector {selector!r} matches {len(matched)} configs {matched}; it must match "
                          f"exactly one of {list(table['label'])}")
-    return matched[0]
+    return matched[0], f"--baseline {selector}"
 
 
 def _same_value(value, wanted: str) -> bool:
@@ -92,112 +91,103 @@ def _same_value(value, wanted: str) -> bool:
         return str(value) == wanted
 
 
-# The mean correctness over every problem x sample in samples.parquet: paired by problem, bootstrapped,
-# split into noise parts. `pooled` is an eval suite's avg@n over the union of its benchmarks' problems.
+# The mean correctness over every problem x sample in samples.parquet: the metrics whose eval-sampling
+# variance samples.parquet gives, so their noise can be split. `pooled` is an eval suite's avg@n over the union of its benchmarks' problems.
 PER_PROBLEM_METRICS = ("avg_at_n", "pooled")
 
 
 # --- per config ----------------------------------------------------------------------------------
 
-def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, matrices: dict,
-                     rng: np.random.Generator) -> tuple[pd.DataFrame, float, int]:
-    """n, mean, sd, the SD used (sample / pooled / assumed), t-interval, bootstrap, variance split."""
+def pooled(usable: pd.DataFrame, metric: str, s: SummarySettings, anchor: Anchor | None) -> tuple[float, int]:
+    """Run-to-run SD pooled over the configs with >= 2 runs (+ the anchor's runs with --pool-anchor)."""
+    groups = [g[metric].to_numpy(float) for _, g in usable.groupby("label", sort=False)]
+    extra = [(anchor.sd, anchor.n)] if s.pool_anchor and anchor is not None else []
+    return stats.pooled_sd(groups, extra)
+
+
+def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, pool: tuple[float, int]) -> pd.DataFrame:
+    """n, mean, sample SD, the SD used (sample / pooled / known), t-interval, noise split."""
     axes = [c for c in usable.columns if c.startswith("cfg.") and c != "cfg.seed"]
-    groups = list(usable.groupby("label", sort=False))
-    sp, sp_df = stats.pooled_sd([g[metric].to_numpy(float) for _, g in groups])
     rows = []
-    for label, group in groups:
+    for label, group in usable.groupby("label", sort=False):
         scores = group[metric].to_numpy(float)
         n = scores.size
-        if s.pool_sd and sp_df:
-            sd_used, df_used, source = sp, sp_df, "pooled"
-        elif n >= 2:
-            sd_used, df_used, source = float(scores.std(ddof=1)), n - 1, "sample"
-        elif sp_df:
-            sd_used, df_used, source = sp, sp_df, "pooled (1 run)"
-        else:
-            sd_used, df_used, source = s.assumed_sd, math.inf, "assumed (1 run)"
-        ci = stats.t_interval(scores, s.level, sd=sd_used, df=df_used)
+        sample = float(scores.std(ddof=1)) if n > 1 else math.nan
+        sd = run_sd(n, sample, pool, s.pool_sd, s.assumed_sd)
+        ci = stats.t_interval(scores, s.level, sd=sd.value, df=sd.df)
         row = {"label": label, **{c: group[c].iloc[0] for c in axes},
                "external": bool(group["external"].any()), "simulated": bool(group["simulated"].any()),
-               "n": n, "mean": ci.estimate, "sd": float(scores.std(ddof=1)) if n > 1 else math.nan,
-               "se": ci.se, "sd_used": sd_used, "sd_df": df_used, "sd_source": source,
-               "ci_low": ci.low, "ci_high": ci.high}
-        if label in matrices and n >= 2 and s.bootstrap_reps > 0:
-            boot = stats.hierarchical_bootstrap_ci(matrices[label].to_numpy(), rng, level=s.level,
-                                                   n_boot=s.bootstrap_reps)
-            row |= {"boot_low": boot.low, "boot_high": boot.high}
-        per_problem = metric in PER_PROBLEM_METRICS and "eval_var" in group
-        if per_problem and group["eval_var"].notna().all() and n >= 2:
-            split = stats.variance_decomposition(scores, group["eval_var"].to_numpy(float))
-            row |= {"eval_sd": math.sqrt(split.eval_var), "train_sd": math.sqrt(split.train_var),
-                    "eval_share": split.eval_share}
+               "n": n, "mean": ci.estimate, "sd": sample, "se": ci.se, "sd_used": sd.value, "sd_df": sd.df,
+               "sd_source": sd.source, "ci_low": ci.low, "ci_high": ci.high}
+        row |= noise_split(group, scores, metric, s.level)
         if "n_samples" in group:
             row["k"] = group["n_samples"].iloc[0]
         if "gpu_hours.total" in group:
             row["gpu_hours"] = float(group["gpu_hours.total"].sum())
         rows.append(row)
-    return pd.DataFrame(rows), sp, sp_df
+    return pd.DataFrame(rows)
 
 
-def compare_to_baseline(table: pd.DataFrame, baseline: str, matrices: dict, s: SummarySettings,
-                        pooled: tuple[float, int], rng: np.random.Generator) -> pd.DataFrame:
-    """delta vs the in-sweep baseline: paired by problem when both arms have >= 2 runs with samples,
-    else Welch on run scores (with the SD each arm uses); pooled t when pool_sd is on. With samples,
-    also the hierarchical bootstrap interval of the difference (same problem draws in both arms)."""
-    base = table.set_index("label").loc[baseline]
+MIN_SPLIT_RUNS = 3  # with 2 runs the chi-square interval of the training-seed SD spans three decades
+
+
+def noise_split(group: pd.DataFrame, scores: np.ndarray, metric: str, level: float) -> dict:
+    """Eval-sampling and training-seed SD with the latter's interval; empty below MIN_SPLIT_RUNS runs."""
+    if metric not in PER_PROBLEM_METRICS or scores.size < MIN_SPLIT_RUNS or "eval_var" not in group \
+            or not group["eval_var"].notna().all():
+        return {}
+    split = stats.variance_decomposition(scores, group["eval_var"].to_numpy(float), level)
+    if split.run_var == 0 and split.eval_var == 0:  # every run scored alike on every problem: nothing to split
+        return {}
+    return {"eval_sd": math.sqrt(split.eval_var), "train_sd": math.sqrt(split.train_var),
+            "train_sd_low": math.sqrt(split.train_var_low), "train_sd_high": math.sqrt(split.train_var_high),
+            "eval_share": split.eval_share}
+
+
+def arm_of(row: pd.Series) -> Arm:
+    return Arm(row["mean"], int(row["n"]), RunSD(row["sd_used"], row["sd_df"], row["sd_source"]))
+
+
+def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, skip: str | None = None) -> pd.DataFrame:
+    """delta, interval and p of every config against one reference arm (run scores; `skip`: the reference's row)."""
     out = []
     for _, row in table.iterrows():
-        if row["label"] == baseline:
-            out.append({"vs_baseline": "is baseline"})
+        if row["label"] == skip:
+            out.append({})
             continue
-        label = row["label"]
-        common = (matrices[label].columns.intersection(matrices[baseline].columns)
-                  if label in matrices and baseline in matrices else [])
-        if s.pool_sd and pooled[1]:
-            var = pooled[0] ** 2 * (1 / row["n"] + 1 / base["n"])
-            comp, method = stats.welch_difference(row["mean"], var, pooled[1], base["mean"], 0.0, math.inf,
-                                                  s.level), "pooled t (runs)"
-        elif len(common) >= 2 and row["n"] >= 2 and base["n"] >= 2:
-            comp = stats.paired_by_problem(matrices[label][common].to_numpy(), matrices[baseline][common].to_numpy(),
-                                           s.level)
-            method = "paired by problem"
-        else:
-            comp = stats.welch_difference(row["mean"], row["sd_used"] ** 2 / row["n"], row["sd_df"], base["mean"],
-                                          base["sd_used"] ** 2 / base["n"], base["sd_df"], s.level)
-            method = "Welch (runs)"
-        cells = {"vs_baseline": method, "delta_baseline": comp.delta, "baseline_low": comp.low,
-                 "baseline_high": comp.high, "p_baseline": comp.p}
-        if len(common) >= 2 and row["n"] >= 2 and base["n"] >= 2 and s.bootstrap_reps > 0:
-            boot = stats.hierarchical_bootstrap_ci(matrices[label][common].to_numpy(), rng, level=s.level,
-                                                   baseline=matrices[baseline][common].to_numpy(),
-                                                   n_boot=s.bootstrap_reps)
-            cells |= {"boot_delta_low": boot.low, "boot_delta_high": boot.high}
-        out.append(cells)
-    return pd.DataFrame(out, index=table.index)
-
-
-def compare_to_anchor(table: pd.DataFrame, usable: pd.DataFrame, metric: str, anchor: Anchor,
-                      s: SummarySettings) -> pd.DataFrame:
-    """delta vs the published anchor: Welch with the anchor's mean, SD and n."""
-    out = []
-    for _, row in table.iterrows():
-        scores = usable.loc[usable["label"] == row["label"], metric].to_numpy(float)
-        comp = stats.welch_vs_anchor(scores, anchor.mean, anchor.sd, anchor.n, s.level,
-                                     sd=row["sd_used"], df=row["sd_df"])
-        out.append({"delta_anchor": comp.delta, "anchor_low": comp.low, "anchor_high": comp.high,
-                    "p_anchor": comp.p})
-    return pd.DataFrame(out, index=table.index)
-
-
-def adjust(table: pd.DataFrame, prefix: str) -> None:
-    """Holm (claims) and BH (screening) across the configs compared to one reference, in place."""
-    p = table[f"p_{prefix}"].to_numpy(float)
-    table[f"p_{prefix}_holm"] = stats.holm(p)
-    table[f"q_{prefix}_bh"] = stats.benjamini_hochberg(p)
+        comp = compare_arms(arm_of(row), reference, level)
+        out.append({f"delta_{prefix}": comp.delta, f"{prefix}_low": comp.low, f"{prefix}_high": comp.high,
+                    f"p_{prefix}": comp.p})
+    frame = pd.DataFrame(out, index=table.index)
+    frame[f"p_{prefix}_holm"] = stats.holm(frame[f"p_{prefix}"].to_numpy(float))
+    frame[f"q_{prefix}_bh"] = stats.benjamini_hochberg(frame[f"p_{prefix}"].to_numpy(float))
+    return frame
 
 
 # --- power ---------------------------------------------------------------------------------------
+
+def power_sd(s: SummarySettings, pool: tuple[float, int]) -> tuple[float, bool, str] | None:
+    """(SD, known?, where it comes from) of every power figure; None when there is none.
+
+    The pooled SD, taken as the true SD (its own uncertainty is not priced in: it has sum R_c - 1 df);
+    a declared SD as known when it replaces every config's own SD (--assumed-sd without --pool-sd).
+    """
+    sd, df = pool
+    if s.assumed_sd is not None and (not s.pool_sd or not df):
+        return s.assumed_sd, True, "declared run-to-run SD (--assumed-sd), known"
+    if df:
+        return sd, False, f"pooled run-to-run SD ({df} df)"
+    return None
+
+
+def power_reference(s: SummarySettings, reference: str, anchor: Anchor | None, ref_n: int | None) -> stats.PowerReference:
+    """In-sweep baseline (ref_n runs, or as many as the config when planning) or the anchor."""
+    if reference == "baseline":
+        return stats.PowerReference(n=ref_n)
+    if s.pool_anchor:  # the anchor's runs share our run-to-run SD
+        return stats.PowerReference(n=anchor.n)
+    return stats.PowerReference(var_of_mean=anchor.sd**2 / anchor.n, df=anchor.n - 1)
+
 
 def larger_k_sd(sd: float, eval_sd: float, k: float, larger_k: int) -> float:
     """Run-to-run SD if each run were evaluated with larger_k samples per problem instead of k.
@@ -208,89 +198,98 @@ def larger_k_sd(sd: float, eval_sd: float, k: float, larger_k: int) -> float:
     return math.sqrt(train_var + eval_sd**2 * k / larger_k)
 
 
-def power_columns(table: pd.DataFrame, s: SummarySettings, baseline: str | None, anchor: Anchor | None,
-                  family: int) -> pd.DataFrame:
-    """MDE at the current n (vs the baseline's runs, or the anchor), and seeds per config for
-    target_effect vs the same reference (in-sweep: both arms get that many seeds), single test and Holm."""
-    if baseline is not None:
-        base = table.set_index("label").loc[baseline]
-        ref, current = {}, {"ref_sd": base["sd_used"], "ref_n": int(base["n"])}
-    elif anchor is not None:
-        ref = current = {"ref_sd": anchor.sd, "ref_n": anchor.n}
-    else:
+def power_columns(table: pd.DataFrame, s: SummarySettings, reference: str, baseline: str | None,
+                  anchor: Anchor | None, psd: tuple[float, bool, str] | None, family: int) -> pd.DataFrame:
+    """Per config, on the power SD: the MDE at its n vs its reference's current runs, and the seeds per
+    config for target_effect (in-sweep: both arms get them) at alpha and at alpha / family (Bonferroni)."""
+    if psd is None:
         return pd.DataFrame(index=table.index)
+    sd, known, _ = psd
+    base_n = int(table.set_index("label").loc[baseline, "n"]) if baseline is not None else None
+    now = power_reference(s, reference, anchor, base_n)
+    plan = power_reference(s, reference, anchor, None)
+    seeds = stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, plan, known=known)
+    bonferroni = stats.seeds_needed(s.target_effect, sd, s.alpha / family, s.power, plan, known=known)
     out = []
     for _, row in table.iterrows():
-        sd, n = row["sd_used"], int(row["n"])
-        if row["label"] == baseline or not sd > 0:
+        n = int(row["n"])
+        if row["label"] == baseline:
             out.append({})
             continue
-        cols = {"mde": stats.min_detectable_effect(sd, n, s.alpha, s.power, **current) if n >= 2 else math.nan,
-                "seeds_needed": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, **ref),
-                "seeds_needed_holm": stats.seeds_needed(s.target_effect, sd, s.alpha / family, s.power, **ref)}
-        if row.get("eval_sd", math.nan) == row.get("eval_sd", math.nan) and row.get("k", 0) >= 2:
-            sd_k = larger_k_sd(sd, row["eval_sd"], row["k"], s.larger_k)
-            cols["seeds_needed_larger_k"] = stats.seeds_needed(s.target_effect, sd_k, s.alpha, s.power, **ref)
-        out.append(cols)
+        testable = n >= (1 if known else 2) and (reference == "anchor" or base_n >= (1 if known else 2))
+        out.append({"mde": stats.min_detectable_effect(sd, n, s.alpha, s.power, now, known=known)
+                    if testable else math.nan, "seeds_needed": seeds, "seeds_needed_bonferroni": bonferroni})
     return pd.DataFrame(out, index=table.index, dtype=object)
 
 
-def sweep_power(table: pd.DataFrame, usable: pd.DataFrame, s: SummarySettings, reference: str | None,
-                anchor: Anchor | None, pooled: tuple[float, int], family: int) -> dict:
-    """Seeds-needed advice at the sweep's pooled SD (more stable than any one config's SD)."""
-    sd, sd_df = pooled
-    source = "pooled run-to-run SD"
-    if not sd_df:
-        sd, source = s.assumed_sd, "assumed run-to-run SD (no config has 2 runs)"
-    if reference is None or not sd > 0:
+def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None, anchor: Anchor | None,
+                psd: tuple[float, bool, str] | None, family: int) -> dict:
+    """The seeds-needed advice of the report text: the same figures as the table's columns, plus the
+    saving of more eval samples per problem."""
+    if reference is None or psd is None:
         return {"reference": None}
-    ref = {"ref_sd": anchor.sd, "ref_n": anchor.n} if reference == "anchor" else {}
-    advice = {"sd": sd, "sd_source": source, "reference": reference, "family": family,
-              "seeds": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, **ref),
-              "seeds_holm": stats.seeds_needed(s.target_effect, sd, s.alpha / max(family, 1), s.power, **ref)}
+    sd, known, source = psd
+    plan = power_reference(s, reference, anchor, None)
+    advice = {"sd": sd, "sd_source": source, "known": known, "reference": reference, "family": family,
+              "seeds": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, plan, known=known),
+              "seeds_bonferroni": stats.seeds_needed(s.target_effect, sd, s.alpha / family, s.power, plan,
+                                                     known=known)}
     eval_var = usable["eval_var"].dropna() if "eval_var" in usable else pd.Series(dtype=float)
     k = usable["n_samples"].dropna().unique() if "n_samples" in usable else []
     if s.metric in PER_PROBLEM_METRICS and len(eval_var) and len(k) == 1 and k[0] >= 2 and s.larger_k > k[0]:
         eval_sd = math.sqrt(min(eval_var.mean(), sd**2))
         sd_k = larger_k_sd(sd, eval_sd, float(k[0]), s.larger_k)
         advice |= {"k": int(k[0]), "eval_sd": eval_sd, "sd_larger_k": sd_k,
-                   "seeds_larger_k": stats.seeds_needed(s.target_effect, sd_k, s.alpha, s.power, **ref)}
+                   "seeds_larger_k": stats.seeds_needed(s.target_effect, sd_k, s.alpha, s.power, plan, known=known)}
     return advice
 
 
 # --- the table -----------------------------------------------------------------------------------
 
-def analyse(runs: pd.DataFrame, samples: pd.DataFrame, s: SummarySettings, anchor: Anchor | None) -> Analysis:
+def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None) -> Analysis:
     """All per-config statistics for the metric `s.metric`, sorted by mean."""
     usable = usable_runs(runs, s.metric)
     if usable.empty:
         raise ValueError(f"no finished run has {s.metric!r}; check the roots and the states in runs.csv")
-    matrices = problem_matrices(usable, samples) if s.metric in PER_PROBLEM_METRICS else {}
-    rng = np.random.default_rng(s.bootstrap_seed)
-    table, sp, sp_df = describe_configs(usable, s.metric, s, matrices, rng)
     notes = []
-    baseline = select_baseline(table, s.baseline)
-    if baseline is not None:
-        table = table.join(compare_to_baseline(table, baseline, matrices, s, (sp, sp_df), rng))
-        adjust(table, "baseline")
     if anchor is not None and anchor.metric != s.metric:
         notes.append(f"The anchor reports {anchor.metric}, not {s.metric}: no comparison with it.")
         anchor = None
+    pool = pooled(usable, s.metric, s, anchor)
+    table = describe_configs(usable, s.metric, s, pool)
+    baseline, how = select_baseline(table, s.baseline)
+    references = {}
+    if baseline is not None:
+        references["baseline"] = arm_of(table.set_index("label").loc[baseline])
+        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, skip=baseline))
+        table["vs_baseline"] = np.where(table["label"] == baseline, "is baseline", "run scores")
     if anchor is not None:
-        table = table.join(compare_to_anchor(table, usable, s.metric, anchor, s))
-        adjust(table, "anchor")
-    reference = "baseline" if baseline is not None else ("anchor" if anchor is not None else None)
-    family = int(len(table) - (baseline is not None))
+        references["anchor"] = anchor_arm(anchor, pool, s.pool_sd, s.assumed_sd, s.pool_anchor)
+        table = table.join(compare_to(table, references["anchor"], "anchor", s.level))
+    reference = next(iter(references), None)
+    family = max(1, int(table[f"p_{reference}"].notna().sum())) if reference else 1
     if reference is not None:
-        table["verdict"] = [("baseline" if row.get("vs_baseline") == "is baseline"
+        table["verdict"] = [("baseline" if row["label"] == baseline
                              else stats.verdict(row[f"delta_{reference}"], row[f"p_{reference}_holm"], s.alpha))
                             for _, row in table.iterrows()]
         table["verdict_vs"] = "in-sweep baseline" if reference == "baseline" else "anchor"
-    table = table.join(power_columns(table, s, baseline, anchor, max(family, 1)))
+        table["verdict_sd"] = [_sd_words(row) for _, row in table.iterrows()]
+        table["verdict_holds_to_sd"] = verdict_holds_to_sd(table, references[reference], reference, s)
+    psd = power_sd(s, pool)
+    if reference is not None:
+        table = table.join(power_columns(table, s, reference, baseline, anchor, psd, family))
     table["flags"] = flags(table, baseline)
     table = table.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
-    power = sweep_power(table, usable, s, reference, anchor, (sp, sp_df), max(family, 1))
-    return Analysis(table, usable, baseline, anchor, sp, sp_df, notes, power)
+    power = sweep_power(usable, s, reference, anchor, psd, family)
+    return Analysis(table, usable, baseline, how, anchor, pool[0], pool[1], notes, power)
+
+
+def _sd_words(row: pd.Series) -> str:
+    """The run-to-run SD a verdict used, e.g. 'sample SD 2.91 (3 df)', 'known SD 3.50'."""
+    if not row["sd_used"] == row["sd_used"]:
+        return "no SD (1 run, nothing pooled or declared)"
+    df = "" if math.isinf(row["sd_df"]) else f" ({int(row['sd_df'])} df)"
+    return f"{row['sd_source']} SD {row['sd_used']:.2f}{df}"
 
 
 def flags(table: pd.DataFrame, baseline: str | None) -> list[str]:
@@ -305,7 +304,8 @@ def flags(table: pd.DataFrame, baseline: str | None) -> list[str]:
         if row["external"]:
             marks.append("external results")
         if row["n"] == 1:
-            marks.append(f"1 run: no own SD, used {row['sd_source'].split(' ')[0]} SD {row['sd_used']:.2f}")
+            marks.append("1 run: no own SD, " + (f"used {row['sd_source']} SD {row['sd_used']:.2f}"
+                                                 if row["sd_used"] == row["sd_used"] else "no test"))
         if index == top:
             marks.append(f"best of {len(contenders)}: winner's curse, confirm on fresh seeds")
         out.append("; ".join(marks))

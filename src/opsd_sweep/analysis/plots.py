@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from opsd_sweep.analysis.collect import short_names  # noqa: E402
-from opsd_sweep.analysis.config_stats import Analysis  # noqa: E402
+from opsd_sweep.analysis.collect import BASE_MODEL_LABEL, TRAINING_KNOBS, short_names  # noqa: E402
+from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis  # noqa: E402
 from opsd_sweep.analysis.races import Race  # noqa: E402
 
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "inconclusive": "#555555", "baseline": "#762a83"}
@@ -36,14 +36,14 @@ def _reference_lines(ax, analysis: Analysis, level: float, vertical: bool) -> No
     if band is not None:
         a = analysis.anchor
         span(*band, color="#fdae61", alpha=0.35, zorder=0,
-             label=f"anchor: {a.label} {a.mean:.2f} ± {level:.0%} CI (n={a.n}, other setup)")
+             label=f"anchor: {a.label} {a.mean:.2f}, {level:.0%} CI [{band[0]:.2f}, {band[1]:.2f}] (n={a.n}, other setup)")
     if analysis.baseline is not None:
         mean = analysis.table.set_index("label").loc[analysis.baseline, "mean"]
         line(mean, color=VERDICT_COLORS["baseline"], ls="--", lw=1.2, label=f"in-sweep baseline: {analysis.baseline}")
 
 
-def _suffix(analysis: Analysis) -> str:
-    return "\nincludes SIMULATED runs (marked [simulated])" if analysis.table["simulated"].any() else ""
+def _suffix(simulated: bool) -> str:
+    return "\nincludes SIMULATED runs (marked [simulated])" if simulated else ""
 
 
 def plot_configs(analysis: Analysis, metric: str, display: str, level: float, path: Path) -> None:
@@ -67,17 +67,25 @@ def plot_configs(analysis: Analysis, metric: str, display: str, level: float, pa
     ax.set_xlabel(f"{display} (%), grey dots = single training runs")
     reference = table["verdict_vs"].iloc[0] if "verdict_vs" in table else "no reference"
     ax.set_title(f"{display} per config: mean and {level:.0%} t-interval over training runs\n"
-                 f"(colour = verdict vs {reference}, Holm-adjusted)" + _suffix(analysis), fontsize=10)
+                 f"(colour = verdict vs {reference}, Holm-adjusted)" + _suffix(analysis.table["simulated"].any()),
+                 fontsize=10)
     if ax.get_legend_handles_labels()[0]:
         fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     _save(fig, path)
 
 
+def on_axis(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The configs that belong on a knob's axis: an untrained base model has no learning rate or step count."""
+    if column.startswith(TRAINING_KNOBS):
+        return table[~table["label"].astype(str).str.startswith(BASE_MODEL_LABEL)]
+    return table
+
+
 def numeric_axes(analysis: Analysis) -> list[str]:
-    """Swept config columns with numeric values and at least two distinct values."""
-    table = analysis.table
+    """Swept config columns with numeric values and at least two distinct values among the configs on them."""
     axes = []
-    for column in (c for c in table.columns if c.startswith("cfg.") and c != "cfg.seed"):
+    for column in (c for c in analysis.table.columns if c.startswith("cfg.") and c != "cfg.seed"):
+        table = on_axis(analysis.table, column)
         values = pd.to_numeric(table[column], errors="coerce")
         if values.notna().all() and values.nunique() >= 2 and table[column].map(type).ne(bool).all():
             axes.append(column)
@@ -85,8 +93,9 @@ def numeric_axes(analysis: Analysis) -> list[str]:
 
 
 def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level: float, path: Path) -> None:
-    """Score against one swept numeric knob; one line per combination of the other swept knobs."""
-    table = analysis.table.copy()
+    """Score against one swept numeric knob; one line per combination of the other swept knobs. An
+    untrained base model is not placed on a training knob's axis (it is the baseline line, if chosen)."""
+    table = on_axis(analysis.table, column).copy()
     others = [c for c in table.columns if c.startswith("cfg.") and c not in (column, "cfg.seed")]
     names = short_names([column, *others])
     log = column in LOG_AXES or (table[column].min() > 0 and table[column].max() / table[column].min() >= 20)
@@ -114,7 +123,7 @@ def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level:
     ax.set_xlabel((names[column] if names[column] == full else f"{names[column]} ({full})") + (", log scale" if log else ""))
     ax.set_ylabel(f"{display} (%), small dots = single runs")
     ax.set_title(f"{display} against {names[column]}: mean and {level:.0%} t-interval per config, dots = runs"
-                 + _suffix(analysis), fontsize=10)
+                 + _suffix(analysis.table["simulated"].any()), fontsize=10)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False, ncol=2)
     _save(fig, path)
 
@@ -135,55 +144,67 @@ def _dodge(x: np.ndarray, index: int, count: int, log: bool, values: pd.Series) 
     return x + offset * (values.max() - values.min()) / 2
 
 
-def plot_kl(analysis: Analysis, metric: str, display: str, kl_column: str, path: Path) -> bool:
-    """Score against the final training kl_true of each run, with a least-squares line per data kind
-    (real and simulated runs are fitted apart). False when there is nothing to fit."""
-    runs = analysis.usable.dropna(subset=[kl_column, metric]) if kl_column in analysis.usable else None
-    if runs is None or len(runs) < 3 or runs[kl_column].nunique() < 2:
+MIN_FIT_CONFIGS = 3  # a line through two configs' clouds only joins two means
+KL_COLUMN = "train.kl_true.tail"  # runs.csv: mean kl_true over the last 10% of training steps
+
+
+def plot_kl(usable: pd.DataFrame, metric: str, display: str, kl_column: str, path: Path) -> bool:
+    """Score against the final training kl_true of each finished run (`usable`: runs.csv rows). A
+    least-squares line per data kind (real and simulated runs apart) only over at least MIN_FIT_CONFIGS
+    configs, labelled descriptive: runs of one config are not independent points, so its slope is no
+    test. False when there is nothing to show."""
+    runs = usable.dropna(subset=[kl_column, metric]) if kl_column in usable else None
+    if runs is None or len(runs) < 2 or runs[kl_column].nunique() < 2:
         return False
     fig, ax = plt.subplots(layout="constrained", figsize=(8, 5))
     for label, group in runs.groupby("label", sort=False):
         ax.scatter(group[kl_column], group[metric], s=26, label=label,
                    marker="x" if group["simulated"].any() else "o")
     for simulated, kind in runs.groupby("simulated"):
-        if len(kind) < 3 or kind[kl_column].nunique() < 2:
+        if kind["label"].nunique() < MIN_FIT_CONFIGS or kind[kl_column].nunique() < 2:
             continue
         fit = sps.linregress(kind[kl_column], kind[metric])
         xs = np.linspace(kind[kl_column].min(), kind[kl_column].max(), 50)
         ax.plot(xs, fit.intercept + fit.slope * xs, color="black", lw=1.2, ls="--" if simulated else "-",
-                label=f"least squares, {'simulated' if simulated else 'real'} runs: slope {fit.slope:.3g}, "
-                      f"r = {fit.rvalue:.2f}, p = {fit.pvalue:.2g}")
+                label=f"descriptive least-squares line ({'simulated' if simulated else 'real'} runs, not a test): "
+                      f"slope {fit.slope:.3g}, r = {fit.rvalue:.2f}")
     ax.set_xlabel("final kl_true: mean forward KL(teacher || student) per token over the last 10% of steps")
     ax.set_ylabel(f"{display} (%)")
-    ax.set_title(f"{display} against the final training KL, one mark per run" + _suffix(analysis), fontsize=10)
+    ax.set_title(f"{display} against the final training KL, one mark per run" + _suffix(runs["simulated"].any()),
+                 fontsize=10)
     ax.legend(fontsize=8, loc="best")
     _save(fig, path)
     return True
 
 
-def plot_variance(analysis: Analysis, display: str, path: Path) -> bool:
-    """Per config: run-to-run variance split into eval sampling and training seed. False if no data."""
+def plot_variance(analysis: Analysis, display: str, level: float, path: Path) -> bool:
+    """Per config with >= MIN_SPLIT_RUNS runs: eval-sampling SD, training-seed SD with its interval, and
+    the observed run-to-run SD, in points (SDs, not variances: the intervals of 3-5 runs span decades
+    of variance). False if no config has the data."""
     table = analysis.table.dropna(subset=["eval_sd"]) if "eval_sd" in analysis.table else pd.DataFrame()
     if table.empty or not (table["sd"] ** 2 + table["eval_sd"] ** 2).max() > 0:
         return False  # nothing to split (no per-sample data, or every run scored the same)
     table = table.iloc[::-1].reset_index(drop=True)
-    eval_var, train_var = table["eval_sd"] ** 2, table["train_sd"] ** 2
-    fig, ax = plt.subplots(layout="constrained", figsize=(9, 1.6 + 0.5 * len(table)))
+    fig, ax = plt.subplots(layout="constrained", figsize=(9, 1.8 + 0.6 * len(table)))
     y = np.arange(len(table))
-    ax.barh(y, eval_var, color="#92c5de", label="eval sampling (more samples per problem reduce it)")
-    ax.barh(y, train_var, left=eval_var, color="#f4a582", label="training seed (only more seeds reduce it)")
-    ax.scatter(table["sd"] ** 2, y, marker="|", s=400, color="black", zorder=3,
-               label="observed run-to-run variance of this config")
+    seed = table["train_sd"].fillna(0.0)
+    ax.scatter(table["eval_sd"], y + 0.15, marker="s", s=40, color="#4393c3", zorder=3,
+               label="eval-sampling SD (more samples per problem reduce it)")
+    ax.errorbar(seed, y - 0.15, xerr=[seed - table["train_sd_low"], table["train_sd_high"] - seed], fmt="o",
+                color="#d6604d", capsize=4, lw=1.5, zorder=3,
+                label=f"training-seed SD and its {level:.0%} CI (only more seeds reduce it)")
+    ax.scatter(table["sd"], y, marker="|", s=500, color="black", zorder=4, label="observed run-to-run SD")
     for i, row in table.iterrows():
-        note = "  (sampling noise alone explains it)" if row["train_sd"] == 0 else ""
-        ax.annotate(f"observed SD {row['sd']:.2f}: eval {row['eval_sd']:.2f}, seed {row['train_sd']:.2f}, "
-                    f"n={row['n']}{note}", (max(row["sd"] ** 2, eval_var[i] + train_var[i]), i), xytext=(8, 0),
-                    textcoords="offset points", va="center", fontsize=8)
+        note = ("training seed below eval noise" if row["train_sd"] != row["train_sd"]
+                else f"training seed {row['train_sd']:.2f}")
+        ax.annotate(f"n={row['n']}: {note} [{row['train_sd_low']:.2f}, {row['train_sd_high']:.2f}]",
+                    (table["train_sd_high"].max(), i), xytext=(10, 0), textcoords="offset points", va="center",
+                    fontsize=8)
     ax.set_yticks(y, table["label"])
-    ax.set_xlim(0, 1.9 * max((table["sd"] ** 2).max(), (eval_var + train_var).max()))
-    ax.set_xlabel(f"variance of one run's {display} (points²), SD = its square root")
-    ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ 2 runs)"
-                 + _suffix(analysis), fontsize=10)
+    ax.set_xlim(0, 1.45 * table["train_sd_high"].max())
+    ax.set_xlabel(f"SD of one run's {display} (points)")
+    ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ {MIN_SPLIT_RUNS} runs)"
+                 + _suffix(analysis.table["simulated"].any()), fontsize=10)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     _save(fig, path)
     return True
@@ -200,9 +221,9 @@ def write_plots(analysis: Analysis, metric: str, display: str, level: float, out
         path = folder / f"score_vs_{names[column].replace('.', '_')}.png"
         plot_axis(analysis, column, metric, display, level, path)
         written.append(path)
-    if plot_kl(analysis, metric, display, "train.kl_true.tail", folder / "score_vs_kl_true.png"):
+    if plot_kl(analysis.usable, metric, display, KL_COLUMN, folder / "score_vs_kl_true.png"):
         written.append(folder / "score_vs_kl_true.png")
-    if plot_variance(analysis, display, folder / "variance_decomposition.png"):
+    if plot_variance(analysis, display, level, folder / "variance_decomposition.png"):
         written.append(folder / "variance_decomposition.png")
     return written
 

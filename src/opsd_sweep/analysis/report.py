@@ -12,11 +12,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from opsd_sweep.analysis.collect import Collection
-from opsd_sweep.analysis.config_stats import Analysis
+from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis
 from opsd_sweep.analysis.races import Race
+from opsd_sweep.analysis.sensitivity import MAX_SD
 from opsd_sweep.analysis.settings import SummarySettings
 
 MANY_SEEDS = 20  # above this, the advice says plainly that the effect is expensive to prove
+TARGET = ("What is tested: the benchmark's problems are held fixed, so each verdict, interval, MDE and seeds "
+          "figure is about the expected score on these problems over training seeds and eval samples, computed "
+          "from run scores; it says nothing about other problems.")
 
 
 def metric_display(metric: str, runs: pd.DataFrame, fixed: dict) -> str:
@@ -50,6 +54,10 @@ def _interval(row: pd.Series, delta: str, low: str, high: str) -> str:
     return f"{row[delta]:+.2f} [{_num(row[low])}, {_num(row[high])}]"
 
 
+def _share(value) -> str:
+    return "–" if value is None or value != value else f"{value:.0%}"
+
+
 def _seeds(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -65,7 +73,7 @@ def verdict_rows(analysis: Analysis, level: float) -> tuple[list[str], list[list
     if analysis.anchor is not None:
         header += ["Δ vs anchor [CI]", "p Holm (anchor)"]
     if "verdict" in t:
-        header += ["verdict", "MDE", "seeds needed"]
+        header += ["verdict", "holds to SD", "MDE", "seeds needed"]
     header.append("flags")
     rows = []
     for _, row in t.iterrows():
@@ -76,7 +84,8 @@ def verdict_rows(analysis: Analysis, level: float) -> tuple[list[str], list[list
         if analysis.anchor is not None:
             cells += [_interval(row, "delta_anchor", "anchor_low", "anchor_high"), _p(row.get("p_anchor_holm"))]
         if "verdict" in t:
-            cells += [row["verdict"], _num(row.get("mde")), _seeds(row.get("seeds_needed"))]
+            cells += [row["verdict"], _num(row.get("verdict_holds_to_sd"), 1), _num(row.get("mde")),
+                      _seeds(row.get("seeds_needed"))]
         cells.append(row["flags"])
         rows.append(cells)
     return header, rows
@@ -90,32 +99,47 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 # --- plain-language sections ---------------------------------------------------------------------
 
+def _configs(count: int) -> str:
+    return f"{count} config" + ("" if count == 1 else "s")
+
+
+def _holds(row: pd.Series) -> str:
+    sd = row.get("verdict_holds_to_sd")
+    if sd is None or sd != sd:
+        return "only at the SD it used"
+    if sd >= MAX_SD:
+        return f"for any run-to-run SD (up to {MAX_SD:g} points, the most a percent score can have)"
+    return f"for any run-to-run SD up to {sd:.1f} points"
+
+
 def verdict_statements(analysis: Analysis, s: SummarySettings) -> list[str]:
     t = analysis.table
     if "verdict" not in t:
         return ["No reference to test against: give an in-sweep baseline (--baseline) or an anchor (--anchor)."]
     reference = t["verdict_vs"].iloc[0]
-    family = int((t["verdict"] != "baseline").sum())
+    prefix = "baseline" if analysis.baseline else "anchor"
+    family = int(t[f"p_{prefix}"].notna().sum())
     out = []
-    for word in ("better", "worse"):
-        hits = t.loc[t["verdict"] == word, "label"].tolist()
-        if hits:
-            out.append(f"**{word.capitalize()}** than the {reference} (Holm-adjusted p ≤ {s.alpha} over {family} "
-                       f"configs): {', '.join(hits)}.")
+    for _, row in t[t["verdict"].isin(["better", "worse"])].iterrows():
+        out.append(f"**{row['verdict'].capitalize()}** than the {reference}: {row['label']} "
+                   f"({row[f'delta_{prefix}']:+.2f} points, Holm-adjusted p {_p(row[f'p_{prefix}_holm'])} over "
+                   f"{_configs(family)}, with the {row['verdict_sd']}); it stays {row['verdict']} {_holds(row)}.")
     if not any(t["verdict"].isin(["better", "worse"])):
-        out.append(f"No config differs from the {reference} at α = {s.alpha} (Holm over {family} configs): "
+        out.append(f"No config differs from the {reference} at α = {s.alpha} (Holm over {_configs(family)}): "
                    "every verdict is inconclusive, which is not evidence of no effect (see the MDE column).")
-    screened = t.loc[t.get(f"q_{'baseline' if analysis.baseline else 'anchor'}_bh", pd.Series(dtype=float)) <= s.alpha,
-                     "label"].tolist()
-    if screened:
-        out.append(f"Screening (BH q ≤ {s.alpha}, false-discovery rate): {', '.join(screened)} — worth more seeds.")
+    # screening finds candidates for more seeds: a gain not yet proven, never a config already judged
+    promising = t[(t.get(f"q_{prefix}_bh", pd.Series(dtype=float)) <= s.alpha) & (t[f"delta_{prefix}"] > 0)
+                  & (t["verdict"] == "inconclusive")]
+    if not promising.empty:
+        out.append(f"Screening (BH q ≤ {s.alpha}, false-discovery rate): {', '.join(promising['label'])} — a gain "
+                   "not yet proven at the family-wise level: worth more seeds.")
     top = t[t["flags"].str.contains("winner's curse")]
     if not top.empty:
         out.append(f"The top mean ({top['label'].iloc[0]}) was picked from {family} configs: its mean is biased "
                    "upward (winner's curse). Confirm it on fresh seeds before claiming it.")
     if (t["n"] == 1).any():
         out.append("Configs with 1 run have no SD of their own: their intervals and tests use the SD named in the "
-                   "table (pooled from the other configs, or the assumed_sd setting).")
+                   "table (pooled from the other configs, or the declared --assumed-sd), or none at all.")
     return out
 
 
@@ -124,11 +148,14 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
     if p.get("reference") is None:
         return []
     reference = "the in-sweep baseline (it needs as many seeds)" if p["reference"] == "baseline" else "the anchor"
-    seeds, seeds_holm = p["seeds"], p["seeds_holm"]
-    out = [f"At the {p['sd_source']} of {p['sd']:.2f} points, detecting a true +{s.target_effect:g} points vs "
-           f"{reference} with {s.power:.0%} power needs **{_seeds(seeds) if seeds else 'more than 10000'} seeds per "
-           f"config** (one comparison at α = {s.alpha}), and {_seeds(seeds_holm) if seeds_holm else 'more than 10000'} "
-           f"with Holm over {p['family']} configs."]
+    seeds, seeds_bonferroni = p["seeds"], p["seeds_bonferroni"]
+    taken = ("" if p["known"] else ", taken as the true SD (its own uncertainty is not priced in)")
+    family = (f", and {_seeds(seeds_bonferroni) if seeds_bonferroni else 'more than 10000'} at α / {p['family']} "
+              f"(Bonferroni; Holm rejects at least as much, so this many are enough with Holm over {p['family']} "
+              "configs)") if p["family"] > 1 else ""
+    out = [f"At the {p['sd_source']} of {p['sd']:.2f} points{taken}, detecting a true +{s.target_effect:g} points "
+           f"vs {reference} with {s.power:.0%} power needs **{_seeds(seeds) if seeds else 'more than 10000'} seeds "
+           f"per config** (one comparison at α = {s.alpha}){family}."]
     if seeds is None or seeds > MANY_SEEDS:
         out.append(f"That is a lot: a +{s.target_effect:g}-point effect is hard to prove at this noise level. Test "
                    "fewer configs, look for larger effects, or reduce the noise (below).")
@@ -144,8 +171,9 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
                    f"{p['sd_larger_k']:.2f} and the seeds needed to {_seeds(larger) if larger else 'more than 10000'}"
                    f"{saving}; eval samples are much cheaper than training runs.")
     out.append(f"The MDE column is the smallest true difference each config's current n detects with {s.power:.0%} "
-               f"power at α = {s.alpha}; the seeds-needed column is per config for +{s.target_effect:g} points. Both "
-               "use that config's own SD, itself uncertain with few runs; the advice above uses the pooled SD.")
+               f"power at α = {s.alpha} against the reference's current runs; the seeds-needed column is the figure "
+               "above. Both use the same SD as this advice, not each config's own (with few runs that one is "
+               "itself too uncertain to plan with).")
     return out
 
 
@@ -164,21 +192,16 @@ def anchor_statement(analysis: Analysis) -> list[str]:
     return [text]
 
 
-def noise_table(analysis: Analysis) -> str:
+def noise_table(analysis: Analysis, level: float) -> str:
     t = analysis.table.dropna(subset=["eval_sd"]) if "eval_sd" in analysis.table else pd.DataFrame()
     if t.empty:
-        return "No per-sample data with at least 2 runs per config: no split of the noise."
-    header = ["config", "n", "run-to-run SD", "eval-sampling SD", "training-seed SD", "eval share",
-              "bootstrap CI of mean (runs + problems)"]
-    with_delta = "boot_delta_low" in t
-    header += ["bootstrap CI of Δ vs baseline"] if with_delta else []
+        return f"No per-sample data with at least {MIN_SPLIT_RUNS} runs per config: no split of the noise."
+    header = ["config", "n", "run-to-run SD", "eval-sampling SD", f"training-seed SD [{level:.0%} CI]", "eval share"]
     rows = []
     for _, r in t.iterrows():
-        cells = [r["label"], str(r["n"]), _num(r["sd"]), _num(r["eval_sd"]), _num(r["train_sd"]),
-                 f"{r['eval_share']:.0%}", _bracket(r.get("boot_low"), r.get("boot_high"))]
-        if with_delta:
-            cells.append(_bracket(r.get("boot_delta_low"), r.get("boot_delta_high")))
-        rows.append(cells)
+        seed = (_num(r["train_sd"]) if r["train_sd"] == r["train_sd"] else "below eval noise") + " " \
+            + _bracket(r["train_sd_low"], r["train_sd_high"])
+        rows.append([r["label"], str(r["n"]), _num(r["sd"]), _num(r["eval_sd"]), seed, _share(r["eval_share"])])
     return markdown_table(header, rows)
 
 
@@ -268,6 +291,10 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
              f"({len(runs)} runs read, {len(collection.skipped)} run dirs skipped or unfinished; listed at the end). "
              f"Unit of replication: the training run. Intervals: {s.level:.0%} t-intervals over runs; "
              f"tests at α = {s.alpha}, Holm-adjusted across configs."]
+    if not collection.skipped.empty:
+        counts = ", ".join(f"{n} {state}" for state, n in collection.skipped["state"].value_counts().items())
+        lines += ["", f"> {len(collection.skipped)} run dirs are left out ({counts}): only finished runs with eval "
+                      "results enter the statistics. They are listed at the end."]
     if sim:
         lines += ["", f"> **SIMULATED DATA: {sim} of the runs were produced by the simulator (executor=simulate), "
                       "not by training.** Their configs are labelled [simulated] in every table and plot and are "
@@ -278,21 +305,19 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
     header, rows = verdict_rows(analysis, s.level)
     lines += ["", "## Verdicts", "", markdown_table(header, rows), "", *[f"- {x}" for x in verdict_statements(analysis, s)],
               *[f"- {x}" for x in analysis.notes]]
-    if analysis.baseline is not None:
-        lines += ["- Δ vs baseline is paired by problem (same problems in both arms; the SE also holds the "
-                  "run-to-run variance) when both configs have ≥ 2 runs with per-sample data, else Welch on run scores."]
+    lines += [f"- In-sweep baseline: {analysis.baseline or 'none'} ({analysis.baseline_how}).",
+              f"- {TARGET}"]
     lines += ["", "## Anchor", "", *anchor_statement(analysis)] if analysis.anchor is not None else []
     for race, plot in races:
         lines += ["", *race_section(race, plot)]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
-    lines += ["", "## Noise: eval sampling vs training seed", "", noise_table(analysis), "",
+    lines += ["", "## Noise: eval sampling vs training seed", "", noise_table(analysis, s.level), "",
               "Eval-sampling SD: the binomial noise of K samples per problem, from each run's own samples. "
-              "Training-seed SD: what remains of the run-to-run variance. The first shrinks with more samples per "
-              "problem, the second only with more seeds. The hierarchical bootstrap resamples runs, then problems: "
-              "it answers 'on another set of problems like these', so its interval of a mean is wider than the "
-              "t-interval (which holds the benchmark's problems fixed); for Δ vs the baseline both arms share the "
-              "problem draws, so difficulty cancels. With fewer than 5 runs it under-covers: prefer the t-interval."]
+              "Training-seed SD: what remains of the run-to-run variance, with its interval (chi-square on the "
+              f"run variance; configs with ≥ {MIN_SPLIT_RUNS} runs). 'Below eval noise': the runs spread less than "
+              "eval sampling alone predicts, so only the interval says how large the training-seed part can be. "
+              "The first shrinks with more samples per problem, the second only with more seeds."]
     if fixed := {k.removeprefix("cfg."): v for k, v in collection.fixed.items()
                  if k.split(".")[1] in ("model", "eval", "loss") or k in ("cfg.executor",)}:
         lines += ["", "## Fixed settings (same in every run)", "",

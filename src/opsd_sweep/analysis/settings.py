@@ -22,12 +22,11 @@ class SummarySettings:
     anchor: Optional[str] = MISSING
     baseline: Optional[str] = MISSING
     pool_sd: bool = MISSING
-    assumed_sd: float = MISSING
+    pool_anchor: bool = MISSING
+    assumed_sd: Optional[float] = MISSING
     target_effect: float = MISSING
     power: float = MISSING
     larger_k: int = MISSING
-    bootstrap_reps: int = MISSING
-    bootstrap_seed: int = MISSING
     plots: bool = MISSING
 
 
@@ -57,8 +56,8 @@ def load_settings(overrides: dict) -> SummarySettings:
         problems.append(f"power={settings.power} must be in (0, 1), e.g. 0.8")
     if settings.target_effect <= 0:
         problems.append(f"target_effect={settings.target_effect} must be > 0 (points), e.g. 2")
-    if settings.assumed_sd <= 0:
-        problems.append(f"assumed_sd={settings.assumed_sd} must be > 0 (points), e.g. 3.5")
+    if settings.assumed_sd is not None and settings.assumed_sd <= 0:
+        problems.append(f"assumed_sd={settings.assumed_sd} must be > 0 (points), e.g. 3.5, or null (none declared)")
     if settings.larger_k < 2:
         problems.append(f"larger_k={settings.larger_k} must be >= 2 samples per problem, e.g. 64")
     if problems:

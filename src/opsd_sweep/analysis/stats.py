@@ -1,22 +1,29 @@
 """Statistics of noisy train-then-evaluate runs: small pure functions, formulas in reference/statistics.md.
 
+Inferential target: the benchmark's problems are held fixed. A config's score is the expected score
+of a training run on these problems (over training seeds and eval samples), so the only noise is
+run-to-run and every interval, test, MDE and seeds-needed figure works on run scores. Per-problem
+data serves the noise split (eval sampling vs training seed), not the tests.
+
 Conventions (restated in each docstring):
 - The unit of replication is the training run. `scores` is a 1-D array, shape (R,), one score per run
   of one config (e.g. avg@K in percent points).
-- Per-problem data is a 2-D array, shape (R, n_problems): entry (r, i) is the mean correctness of run
-  r on problem i over its K samples (a fraction in [0, 1], or percent: results keep the input's unit,
-  except `eval_sampling_variance`, which needs fractions).
-- Randomness only through an explicit `np.random.Generator` argument.
+- Per-problem pass rates are a 2-D array, shape (R, n_problems), fractions in [0, 1].
+- A run-to-run SD comes with its degrees of freedom: R - 1 (a sample SD), sum of R_c - 1 (pooled
+  across configs) or inf (declared as known: normal quantiles).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import NormalIndPower, TTestIndPower
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,9 @@ class VarianceSplit:
 
     run_var: float  # sample variance of the run scores
     eval_var: float  # mean within-run eval-sampling variance of a run score
-    train_var: float  # max(0, run_var - eval_var): the training-seed part
+    train_var: float  # run_var - eval_var; nan when the runs spread less than eval sampling alone predicts
+    train_var_low: float  # interval of the training-seed variance (chi-square on run_var, eval_var as known)
+    train_var_high: float
     eval_share: float  # eval_var / run_var, capped at 1 (nan when run_var is 0 or unknown)
 
 
@@ -87,8 +96,10 @@ def satterthwaite_df(components: Sequence[tuple[float, float]]) -> float:
     return math.inf if denom == 0 else total * total / denom
 
 
-def _compare(delta: float, components: Sequence[tuple[float, float]], level: float) -> Comparison:
-    """Difference with SE^2 = sum of components, Satterthwaite df, t-interval and two-sided p."""
+# scipy.stats.ttest_ind_from_stats fixes the df to the two arms' own (Welch, or pooled over the two);
+# an SD pooled over every config, or a known SD, needs the general sum of components.
+def difference(delta: float, components: Sequence[tuple[float, float]], level: float) -> Comparison:
+    """A difference with SE^2 = sum of (variance, df) components, Satterthwaite df, t-interval, two-sided p."""
     var = sum(v for v, _ in components)
     se = math.sqrt(var) if var > 0 else math.nan
     df = satterthwaite_df(components)
@@ -96,8 +107,7 @@ def _compare(delta: float, components: Sequence[tuple[float, float]], level: flo
         return Comparison(delta, se, df, math.nan, math.nan, math.nan, math.nan, level)
     t = delta / se
     half = _t_quantile(level, df) * se
-    p = 2 * t_sf(abs(t), df)
-    return Comparison(delta, se, df, delta - half, delta + half, t, p, level)
+    return Comparison(delta, se, df, delta - half, delta + half, t, 2 * t_sf(abs(t), df), level)
 
 
 # --- one config ----------------------------------------------------------------------------------
@@ -109,10 +119,10 @@ def t_interval(scores: np.ndarray, level: float = 0.95, *, sd: float | None = No
     Args:
         scores: shape (R,), one score per training run of one config.
         level: two-sided coverage, e.g. 0.95.
-        sd: run-to-run SD to use instead of the sample SD (a pooled SD across configs, or an assumed
-            SD when R = 1); same unit as scores.
-        df: degrees of freedom of `sd` (pooled: sum of R_c - 1; an assumed, known SD: inf).
-            Ignored when sd is None (then df = R - 1).
+        sd: run-to-run SD to use instead of the sample SD (pooled across configs, or declared known);
+            same unit as scores.
+        df: degrees of freedom of `sd` (pooled: sum of R_c - 1; known: inf). Ignored when sd is None
+            (then df = R - 1).
     Returns:
         Interval in the unit of scores; low/high are nan when R = 1 and no sd is given.
     """
@@ -122,7 +132,7 @@ def t_interval(scores: np.ndarray, level: float = 0.95, *, sd: float | None = No
     if sd is None:
         sd, df = (float(scores.std(ddof=1)), n - 1) if n > 1 else (math.nan, 0)
     elif df is None:
-        raise ValueError("t_interval: pass df together with sd (pooled: sum of R_c - 1; assumed: inf)")
+        raise ValueError("t_interval: pass df together with sd (pooled: sum of R_c - 1; known: inf)")
     se = sd / math.sqrt(n) if n else math.nan
     if not (df > 0 and se == se):
         return Interval(mean, se, df, math.nan, math.nan, level)
@@ -130,14 +140,16 @@ def t_interval(scores: np.ndarray, level: float = 0.95, *, sd: float | None = No
     return Interval(mean, se, df, mean - half, mean + half, level)
 
 
-def pooled_sd(groups: Sequence[np.ndarray]) -> tuple[float, int]:
+def pooled_sd(groups: Sequence[np.ndarray], summaries: Sequence[tuple[float, int]] = ()) -> tuple[float, int]:
     """Run-to-run SD pooled across configs, assuming equal variance in every config.
 
     Args:
         groups: one array of per-run scores, shape (R_c,), per config; configs with R_c < 2 add nothing.
+        summaries: (sd, n) of runs known only by their summary (a published anchor from the same
+            pipeline); each adds (n - 1) sd^2 to the sum of squares and n - 1 degrees of freedom.
     Returns:
         (sd, df) with sd = sqrt(sum (R_c - 1) s_c^2 / sum (R_c - 1)) and df = sum (R_c - 1);
-        (nan, 0) when no config has two runs.
+        (nan, 0) when nothing has two runs.
     """
     ss, df = 0.0, 0
     for group in groups:
@@ -145,6 +157,10 @@ def pooled_sd(groups: Sequence[np.ndarray]) -> tuple[float, int]:
         if group.size >= 2:
             ss += float(((group - group.mean()) ** 2).sum())
             df += group.size - 1
+    for sd, n in summaries:
+        if n >= 2:
+            ss += (n - 1) * sd * sd
+            df += n - 1
     return (math.sqrt(ss / df), df) if df else (math.nan, 0)
 
 
@@ -169,22 +185,34 @@ def eval_sampling_variance(p: np.ndarray, k: int) -> np.ndarray | float:
     return float(result) if np.ndim(result) == 0 else result
 
 
-def variance_decomposition(scores: np.ndarray, eval_var: np.ndarray) -> VarianceSplit:
+# No library splits a variance into a known-by-design part and a remainder; the interval is the
+# chi-square interval of the run variance (R - 1 df) minus the eval variance, which has ~n K df.
+def variance_decomposition(scores: np.ndarray, eval_var: np.ndarray, level: float = 0.95) -> VarianceSplit:
     """Split the run-to-run variance of one config into eval-sampling and training-seed parts.
+
+    The point estimate of the training-seed variance is run_var - eval_var, left nan (not 0) when it is
+    negative: the runs then spread less than eval sampling alone predicts, and only the interval
+    (floored at 0) says how large the training-seed part can be.
 
     Args:
         scores: shape (R,), per-run scores.
         eval_var: shape (R,), each run's eval-sampling variance (`eval_sampling_variance`, in the
             squared unit of scores).
+        level: coverage of the training-seed interval.
     Returns:
-        VarianceSplit; run_var and train_var are nan when R < 2.
+        VarianceSplit; everything but eval_var is nan when R < 2.
     """
     scores = np.asarray(scores, dtype=float)
     eval_mean = float(np.mean(eval_var)) if np.size(eval_var) else math.nan
-    run_var = float(scores.var(ddof=1)) if scores.size > 1 else math.nan
-    train_var = max(0.0, run_var - eval_mean) if run_var == run_var else math.nan
-    share = min(1.0, eval_mean / run_var) if run_var and run_var == run_var else math.nan
-    return VarianceSplit(run_var, eval_mean, train_var, share)
+    r = scores.size
+    if r < 2:
+        return VarianceSplit(math.nan, eval_mean, math.nan, math.nan, math.nan, math.nan)
+    run_var = float(scores.var(ddof=1))
+    excess = run_var - eval_mean
+    low, high = ((r - 1) * run_var / sps.chi2.ppf([(1 + level) / 2, (1 - level) / 2], r - 1) - eval_mean)
+    share = min(1.0, eval_mean / run_var) if run_var > 0 else math.nan
+    return VarianceSplit(run_var, eval_mean, excess if excess > 0 else math.nan, max(0.0, float(low)),
+                         max(0.0, float(high)), share)
 
 
 # --- comparisons ---------------------------------------------------------------------------------
@@ -199,7 +227,7 @@ def welch_difference(mean: float, var_of_mean: float, df: float, ref_mean: float
     Returns:
         Comparison of mean - ref_mean, df by Welch-Satterthwaite.
     """
-    return _compare(mean - ref_mean, [(var_of_mean, df), (ref_var_of_mean, ref_df)], level)
+    return difference(mean - ref_mean, [(var_of_mean, df), (ref_var_of_mean, ref_df)], level)
 
 
 def welch_vs_anchor(scores: np.ndarray, anchor_mean: float, anchor_sd: float, anchor_n: int,
@@ -212,76 +240,34 @@ def welch_vs_anchor(scores: np.ndarray, anchor_mean: float, anchor_sd: float, an
 
     Args:
         scores: shape (R,), per-run scores of the config (same unit as the anchor).
-        sd, df: a pooled or assumed run-to-run SD and its df, used instead of the sample SD
+        sd, df: a pooled or known run-to-run SD and its df, used instead of the sample SD
             (required when R = 1).
     """
     scores = np.asarray(scores, dtype=float)
     if sd is None:
         sd, df = (float(scores.std(ddof=1)), scores.size - 1) if scores.size > 1 else (math.nan, 0)
     elif df is None:
-        raise ValueError("welch_vs_anchor: pass df together with sd (pooled: sum of R_c - 1; assumed: inf)")
+        raise ValueError("welch_vs_anchor: pass df together with sd (pooled: sum of R_c - 1; known: inf)")
     if not sd == sd:
         return Comparison(float(scores.mean()) - anchor_mean, *[math.nan] * 6, level)
     return welch_difference(float(scores.mean()), sd**2 / scores.size, df, anchor_mean, anchor_sd**2 / anchor_n,
                             anchor_n - 1, level)
 
 
-def two_way_residual_var(x: np.ndarray) -> float:
-    """Run x problem residual variance of one arm (eval sampling + run-specific problem effects).
-
-    Args:
-        x: shape (R, n_problems), per-run per-problem mean correctness, R >= 2.
-    Returns:
-        sum of squared two-way residuals / ((R - 1)(n - 1)), in the squared unit of x.
-    """
-    r, n = x.shape
-    resid = x - x.mean(axis=1, keepdims=True) - x.mean(axis=0, keepdims=True) + x.mean()
-    return float((resid**2).sum() / ((r - 1) * (n - 1)))
-
-
-def paired_by_problem(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> Comparison:
-    """Difference of two configs on the same problems, paired by problem.
-
-    d_i = (mean over arm a's runs of a_ri) - (same for b); delta = mean_i d_i.
-    With one run per arm (1-D inputs) this is the paired t-test over problems (df = n - 1). With
-    several runs per arm the SE also holds the run-to-run (training-seed) variance, which moves every
-    problem of a run together and so never shows in the spread of d_i:
-        SE^2 = s_a^2/R_a + s_b^2/R_b + max(0, var_i(d_i) - s2e_a/R_a - s2e_b/R_b) / n
-    where s^2 is the variance of run scores and s2e the run x problem residual variance (already in
-    s^2 / R, so removed from the problem term). df by Welch-Satterthwaite.
-
-    Args:
-        a, b: shape (n_problems,) or (R, n_problems): per-problem mean correctness of each run
-            (fraction or percent; the result keeps the unit). Same problems in the same order.
-    """
-    a, b = np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"paired_by_problem: {a.shape[1]} vs {b.shape[1]} problems; pair the same problem set")
-    n = a.shape[1]
-    d = a.mean(axis=0) - b.mean(axis=0)
-    problem_var = float(d.var(ddof=1))
-    components = []
-    for arm in (a, b):
-        r = arm.shape[0]
-        if r >= 2:
-            components.append((float(arm.mean(axis=1).var(ddof=1)) / r, r - 1))
-            problem_var -= two_way_residual_var(arm) / r
-    components.append((max(0.0, problem_var) / n, n - 1))
-    return _compare(float(d.mean()), components, level)
-
-
 # --- many configs --------------------------------------------------------------------------------
 
-def _adjust(p: Sequence[float], step) -> np.ndarray:
-    """Apply `step(sorted_p, m) -> adjusted` to the non-nan p-values in ascending order; keep input order."""
+def _without_nan(p: Sequence[float], adjust: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Apply `adjust` to the non-nan p-values; nan entries stay nan and do not count in the family."""
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
-    valid = np.flatnonzero(~np.isnan(p))
-    order = valid[np.argsort(p[valid], kind="stable")]
-    out[order] = np.minimum(step(p[order], valid.size), 1.0)
+    valid = ~np.isnan(p)
+    if valid.any():
+        out[valid] = adjust(p[valid])
     return out
 
 
+# statsmodels' multipletests(method="holm") computes the same numbers but runs gc.collect() on every
+# call (~16 ms; the racing benchmark makes ~10^6 calls): Holm is this step-down, checked against it in tests.
 def holm(p: Sequence[float]) -> np.ndarray:
     """Holm step-down adjusted p-values (family-wise error; for claims).
 
@@ -290,18 +276,23 @@ def holm(p: Sequence[float]) -> np.ndarray:
     Returns:
         shape (m,), in input order, monotone in the sorted order, capped at 1.
     """
-    return _adjust(p, lambda ranked, m: np.maximum.accumulate((m - np.arange(m)) * ranked))
+    def step_down(q: np.ndarray) -> np.ndarray:
+        order = np.argsort(q, kind="stable")
+        adjusted = np.empty_like(q)
+        adjusted[order] = np.minimum(np.maximum.accumulate((q.size - np.arange(q.size)) * q[order]), 1.0)
+        return adjusted
+    return _without_nan(p, step_down)
 
 
 def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
-    """Benjamini-Hochberg q-values (false discovery rate; for screening).
+    """Benjamini-Hochberg q-values (false discovery rate; for screening), by statsmodels' multipletests.
 
     Args:
         p: shape (m,), raw p-values; nan entries are ignored and stay nan.
     Returns:
         shape (m,), in input order, monotone in the sorted order, capped at 1.
     """
-    return _adjust(p, lambda ranked, m: np.minimum.accumulate((ranked * m / np.arange(1, m + 1))[::-1])[::-1])
+    return _without_nan(p, lambda q: multipletests(q, method="fdr_bh")[1])
 
 
 def verdict(delta: float, p_adjusted: float, alpha: float) -> str:
@@ -312,47 +303,88 @@ def verdict(delta: float, p_adjusted: float, alpha: float) -> str:
 
 
 # --- power ---------------------------------------------------------------------------------------
+#
+# The reference of a power calculation is either an arm with the same run-to-run SD as the config
+# (an in-sweep baseline, or an anchor whose runs are pooled with ours): statsmodels' TTestIndPower
+# (estimated SD) or NormalIndPower (known SD) with ratio = reference runs / config runs. Or it is a
+# published anchor with its own SD: its error is fixed whatever R is.
 
-def _difference_se_df(sd: float, n_runs: int, ref_sd: float | None, ref_n: int | None) -> tuple[float, float]:
-    """SE and df of (config mean - reference mean); reference = another arm like this one by default."""
-    ref_sd, ref_n = (sd, n_runs) if ref_n is None else (ref_sd or 0.0, ref_n)
-    components = [(sd**2 / n_runs, n_runs - 1)]
-    if ref_n > 0 and ref_sd > 0:
-        components.append((ref_sd**2 / ref_n, ref_n - 1 if ref_n > 1 else math.inf))
-    return math.sqrt(sum(v for v, _ in components)), satterthwaite_df(components)
+@dataclass(frozen=True)
+class PowerReference:
+    """What a config is compared with in a power calculation.
+
+    n: the reference's runs; None = as many as the config (an in-sweep baseline planned alongside).
+    var_of_mean, df: set for a published anchor with its own SD (s0^2 / n0 and n0 - 1); then n is unused.
+    """
+
+    n: int | None = None
+    var_of_mean: float | None = None
+    df: float | None = None
 
 
-def min_detectable_effect(sd: float, n_runs: int, alpha: float = 0.05, power: float = 0.80, *,
-                          ref_sd: float | None = None, ref_n: int | None = None) -> float:
-    """Smallest true difference detected with the given power by a two-sided t-test at alpha.
+SAME_ARM = PowerReference()
 
-    MDE = (t_{1-alpha/2, df} + t_{power, df}) * SE, SE^2 = sd^2/R + ref_sd^2/ref_n (the
-    normal-theory version is 2.80 sigma sqrt(2/R) at alpha 0.05, power 0.8, two equal arms).
+
+# statsmodels' power classes assume both arms share one SD; an anchor with its own published SD needs
+# the Welch version: noncentral t with the Satterthwaite df (both tails).
+def welch_power(delta: float, se: float, df: float, alpha: float) -> float:
+    """Power of the two-sided Welch test at alpha when the true difference is delta and its SE is se."""
+    crit, ncp = t_ppf(1 - alpha / 2, df), delta / se
+    if math.isinf(df):
+        return float(sps.norm.sf(crit - ncp) + sps.norm.cdf(-crit - ncp))
+    result = float(sps.nct.sf(crit, df, ncp) + sps.nct.cdf(-crit, df, ncp))
+    return result if result == result else float(abs(ncp) > crit)  # scipy's nct gives nan far in the tails
+
+
+def power(delta: float, sd: float, n_runs: int, alpha: float, ref: PowerReference = SAME_ARM, *,
+          known: bool = False) -> float:
+    """Power of the two-sided test of (config - reference) at alpha for a true difference delta.
 
     Args:
-        sd: run-to-run SD of a config, in score units.
-        n_runs: runs (seeds) of the config, R >= 2.
-        ref_sd, ref_n: the reference arm. Both None: an in-sweep baseline with R runs and the same sd.
-            An anchor: its published sd and n. ref_n = 0: a value known exactly.
-    Returns:
-        The MDE in score units.
+        delta: true difference, score units.
+        sd: the config's run-to-run SD (score units); known = True: declared, normal quantiles.
+        n_runs: runs of the config, R >= 2 (R >= 1 when known).
+        ref: the reference (`PowerReference`).
     """
-    if n_runs < 2:
-        raise ValueError(f"min_detectable_effect: n_runs={n_runs}; a t-test needs at least 2 runs")
-    se, df = _difference_se_df(sd, n_runs, ref_sd, ref_n)
-    return (t_ppf(1 - alpha / 2, df) + t_ppf(power, df)) * se
+    if ref.var_of_mean is not None:
+        components = [(sd**2 / n_runs, math.inf if known else n_runs - 1), (ref.var_of_mean, ref.df)]
+        se = math.sqrt(sum(v for v, _ in components))
+        return welch_power(delta, se, satterthwaite_df(components), alpha)
+    ratio = (ref.n or n_runs) / n_runs
+    result = float((NormalIndPower() if known else TTestIndPower()).power(effect_size=delta / sd, nobs1=n_runs,
+                                                                            alpha=alpha, ratio=ratio))
+    if result != result:  # statsmodels' noncentral t gives nan at thousands of runs, where t is normal
+        result = float(NormalIndPower().power(effect_size=delta / sd, nobs1=n_runs, alpha=alpha, ratio=ratio))
+    return result
 
 
-def seeds_needed(delta: float, sd: float, alpha: float = 0.05, power: float = 0.80, *,
-                 ref_sd: float | None = None, ref_n: int | None = None, max_seeds: int = 10_000) -> int | None:
+def min_detectable_effect(sd: float, n_runs: int, alpha: float = 0.05, power_: float = 0.80,
+                          ref: PowerReference = SAME_ARM, *, known: bool = False) -> float:
+    """Smallest true difference detected with the given power by the two-sided test at alpha.
+
+    Normal theory with two equal arms: 2.80 sigma sqrt(2/R) at alpha 0.05, power 0.8; t quantiles
+    (estimated SD) price small R. Args as in `power`. Returns the MDE in score units.
+    """
+    if n_runs < (1 if known else 2):
+        raise ValueError(f"min_detectable_effect: n_runs={n_runs}; a test with an estimated SD needs >= 2 runs")
+    if ref.var_of_mean is None:
+        engine = NormalIndPower() if known else TTestIndPower()
+        effect = engine.solve_power(effect_size=None, nobs1=n_runs, alpha=alpha, power=power_,
+                                    ratio=(ref.n or n_runs) / n_runs, alternative="two-sided")
+        return float(np.squeeze(effect)) * sd
+    upper = 100.0 * sd + 100.0 * math.sqrt(ref.var_of_mean)
+    return float(optimize.brentq(lambda d: power(d, sd, n_runs, alpha, ref, known=known) - power_, 1e-9, upper))
+
+
+def seeds_needed(delta: float, sd: float, alpha: float = 0.05, power_: float = 0.80,
+                 ref: PowerReference = SAME_ARM, *, known: bool = False, max_seeds: int = 10_000) -> int | None:
     """Runs (training seeds) per config needed to detect a true difference `delta` with this power.
 
-    Searches the smallest R with min_detectable_effect(sd, R) <= delta (t quantiles, so small R is
-    priced honestly; the MDE falls monotonically with R): doubling, then bisection.
+    The smallest R whose `power` reaches power_ (power rises with R): doubling, then bisection.
 
     Args:
         delta: target effect, score units (> 0).
-        sd, alpha, power, ref_sd, ref_n: as in `min_detectable_effect`.
+        sd, alpha, ref, known: as in `power`.
         max_seeds: give up beyond this.
     Returns:
         The smallest R >= 2, or None when no R <= max_seeds reaches the power (e.g. the anchor's own
@@ -362,52 +394,14 @@ def seeds_needed(delta: float, sd: float, alpha: float = 0.05, power: float = 0.
         raise ValueError(f"seeds_needed: delta={delta}; the target effect must be > 0")
 
     def enough(r: int) -> bool:
-        return min_detectable_effect(sd, r, alpha, power, ref_sd=ref_sd, ref_n=ref_n) <= delta
+        return power(delta, sd, r, alpha, ref, known=known) >= power_
 
-    if not enough(max_seeds):
-        return None
     low, high = 1, 2  # invariant: not enough(low) (or low = 1), enough(high)
     while not enough(high):
+        if high >= max_seeds:
+            return None
         low, high = high, min(2 * high, max_seeds)
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high
-
-
-# --- bootstrap -----------------------------------------------------------------------------------
-
-def hierarchical_bootstrap_ci(x: np.ndarray, rng: np.random.Generator, *, baseline: np.ndarray | None = None,
-                              level: float = 0.95, n_boot: int = 2000) -> Interval:
-    """Percentile interval for a config's mean (or its difference to a baseline) resampling runs, then problems.
-
-    Each replicate draws R runs with replacement within each arm, then n problems with replacement,
-    using the same problem indices in both arms (so problem difficulty stays paired).
-
-    Args:
-        x: shape (R, n_problems), per-run per-problem mean correctness of the config.
-        rng: the only source of randomness.
-        baseline: shape (R_b, n_problems) of the reference config, or None for the config's mean.
-        level: two-sided coverage.
-        n_boot: replicates.
-    Returns:
-        Interval in the unit of x; se = SD of the replicates, df = inf.
-    """
-    x = np.asarray(x, dtype=float)
-    n = x.shape[1]
-    problems = rng.integers(0, n, size=(n_boot, 1, n))
-
-    def replicate_means(arm: np.ndarray) -> np.ndarray:
-        runs = rng.integers(0, arm.shape[0], size=(n_boot, arm.shape[0]))
-        return np.take_along_axis(arm[runs], problems, axis=2).mean(axis=(1, 2))
-
-    reps = replicate_means(x)
-    estimate = float(x.mean())
-    if baseline is not None:
-        baseline = np.asarray(baseline, dtype=float)
-        if baseline.shape[1] != n:
-            raise ValueError(f"hierarchical_bootstrap_ci: {n} vs {baseline.shape[1]} problems; pair the same set")
-        reps = reps - replicate_means(baseline)
-        estimate -= float(baseline.mean())
-    low, high = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
-    return Interval(estimate, float(reps.std(ddof=1)), math.inf, float(low), float(high), level)

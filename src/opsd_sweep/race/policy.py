@@ -45,14 +45,13 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A finished run as the race sees it. `problems`: per-problem score (same unit as score), or None."""
+    """A finished run as the race sees it."""
 
     config: str
     seed: int
     phase: str
     state: str  # done | failed
     score: Optional[float] = None
-    problems: Optional[np.ndarray] = None
     gpu_hours: float = 0.0
     run_dir: Optional[str] = None
     error: Optional[str] = None
@@ -160,10 +159,7 @@ def _summaries(results, configs: list[str], phases: tuple[str, ...]) -> dict[str
     for config in configs:
         done = sorted((r for r in results if r.config == config and r.state == "done" and r.phase in phases),
                       key=lambda r: (r.phase, r.seed))
-        scores = np.array([r.score for r in done], dtype=float)
-        has_problems = bool(done) and all(r.problems is not None for r in done)
-        problems = np.stack([r.problems for r in done]) if has_problems else None
-        out[config] = ConfigSummary(config, scores, problems)
+        out[config] = ConfigSummary(config, np.array([r.score for r in done], dtype=float))
     return out
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 
 from opsd_sweep.race.policy import RunResult
 from opsd_sweep.runs import RunDir, read_json
@@ -36,7 +35,4 @@ def read_run_result(run_dir: str | Path, config: str, seed: int, phase: str, met
         score = float(evaluation["metrics"][metric])
     except (FileNotFoundError, json.JSONDecodeError, KeyError) as err:
         return RunResult(state="failed", error=f"{run.eval_json}: no metric {metric!r} ({err!r})", **base)
-    problems = None
-    if metric == "avg_at_n":  # avg@n is the mean of the per-problem solve rates: pair by problem
-        problems = 100.0 * np.array([np.mean([s["correct"] for s in p["samples"]]) for p in evaluation["problems"]])
-    return RunResult(state="done", score=score, problems=problems, **base)
+    return RunResult(state="done", score=score, **base)
