@@ -26,9 +26,10 @@ from omegaconf import DictConfig, OmegaConf
 from opsd_sweep import backends
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
 from opsd_sweep.interrupt import signals_raise
+from opsd_sweep.legacy import find_or_adopt
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
-                             atomic_write_text, claim_run, current_owner, find_run_dir, owner_alive, read_json,
+                             atomic_write_text, claim_run, current_owner, owner_alive, read_json,
                              release_run, run_key, run_slug, slurm_job_id, slurm_job_state, utc_now)
 from opsd_sweep.simulate import simulate_cycle
 
@@ -58,10 +59,16 @@ def last_error_line(log: Path) -> str | None:
     return said[:300] if said else None
 
 
+def cycle_key(run: RunConfig) -> str:
+    return run_key(semantic_dict(run))
+
+
 def locate_run(run: RunConfig) -> tuple[str, RunDir]:
-    key = run_key(semantic_dict(run))
+    """This run's key and dir: the existing dir of the key, else one written under an earlier key
+    (legacy.py), else a new one."""
+    key = cycle_key(run)
     slug = run_slug(run.learning_rate, run.clip, run.loss_top_k, run.seed)
-    return key, find_run_dir(Path(run.results_root) / run.group, key, slug)
+    return key, find_or_adopt(Path(run.results_root) / run.group, key, slug, cycle_key)
 
 
 def visible_gpus() -> list[str]:

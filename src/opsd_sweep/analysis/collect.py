@@ -23,6 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from opsd_sweep.analysis.checkpoints import step_of
 from opsd_sweep.analysis.stats import eval_sampling_variance
 from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
+from opsd_sweep.legacy import upgrade_saved_config
 from opsd_sweep.runs import RunDir
 
 RUN_DIR_NAME = re.compile(r"-[0-9a-f]{8}$")  # <slug>-<key8>: names a run dir even when it is empty
@@ -101,7 +102,7 @@ def read_config(run_dir: RunDir) -> dict:
     config = _load(run_dir.config, lambda text: OmegaConf.to_container(OmegaConf.create(text)))
     if not isinstance(config, dict) or not config:
         raise UnreadableRun("config.yaml is empty or not a mapping")
-    return config
+    return upgrade_saved_config(config)  # a run of an earlier version reads as the same config today
 
 
 def read_status(run_dir: RunDir) -> dict:
@@ -226,7 +227,7 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
     row = {"run_id": run_id, "run_dir": str(run_dir.path), "source": str(run_dir.path.parent),
            "external": False, "simulated": simulated, "state": status.get("state", "unknown")}
     row |= {f"cfg.{k}": v for k, v in flatten(config).items()}
-    row |= gpu_hours(status)
+    row |= gpu_hours(status) | {"ended_at": status.get("ended_at")}
     row |= training_diagnostics(run_dir)
     row["rollout_backend"] = last_metrics_value(run_dir, "rollout_backend")
     samples: list[tuple] = []
@@ -346,6 +347,8 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
     runs = pd.DataFrame(rows)
     if not runs.empty:
         runs = runs.drop_duplicates("run_id", keep="first")  # one run seen under two overlapping roots
+        runs, repeated = count_each_run_once(runs, finished)
+        skipped += repeated
     fixed, anchors = {}, []
     if not runs.empty:
         # a failed or unfinished run never decides the anchor (it may have been configured with another)
@@ -365,6 +368,23 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
     return Collection(runs=_order_columns(runs), samples=samples_frame,
                       skipped=pd.DataFrame(skipped, columns=["path", "state", "reason"]), fixed=fixed,
                       anchors=anchors)
+
+
+def count_each_run_once(runs: pd.DataFrame, finished: set[str]) -> tuple[pd.DataFrame, list[dict]]:
+    """Finished runs of one config and seed in two dirs (e.g. one written before a change of the run key,
+    or a data file edited in place) are one run, not two seeds: the last finished one is kept, the others
+    are left out and listed."""
+    done = runs[runs["run_id"].isin(finished)]
+    same_run = [c for c in runs.columns if c.startswith("cfg.") and _semantic(c)]
+    identity = [json.dumps(r, sort_keys=True, default=str) for r in done[same_run].to_dict("records")]
+    order = done.assign(same_as=identity).sort_values("ended_at", na_position="first", kind="stable")
+    kept = order.drop_duplicates("same_as", keep="last")
+    left = order[~order.index.isin(kept.index)]
+    twin = dict(zip(kept["same_as"], kept["run_dir"]))
+    listed = [{"path": row.run_dir, "state": "repeated",
+               "reason": f"the same config and seed as {twin[row.same_as]}, which finished later: counted once"}
+              for row in left.itertuples()]
+    return runs.drop(index=left.index), listed
 
 
 def configured_anchors(runs: pd.DataFrame) -> list[dict]:

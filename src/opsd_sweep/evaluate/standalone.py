@@ -22,20 +22,26 @@ from omegaconf import DictConfig, OmegaConf
 from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+from opsd_sweep.legacy import find_or_adopt
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, find_run_dir, release_run, run_key, utc_now
+from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, release_run, run_key, utc_now
 from opsd_sweep.tiny import ensure_tiny_assets
 
 KIND = "eval_only"
 
 
-def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
-    """The run dir of this evaluation: keyed by model, eval settings (checkpoint included) and seed."""
+def eval_key(run: RunConfig) -> str:
+    """An evaluation's key: model, eval settings (checkpoint included) and seed."""
     semantic = semantic_dict(run)
-    key = run_key({"kind": KIND, "model": semantic["model"], "eval": semantic["eval"], "seed": run.seed})
+    return run_key({"kind": KIND, "model": semantic["model"], "eval": semantic["eval"], "seed": run.seed})
+
+
+def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
+    """The run dir of this evaluation (one written under an earlier key is taken over: legacy.py)."""
+    key = eval_key(run)
     checkpoint = Path(run.eval.checkpoint).name if run.eval.checkpoint else "base"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"eval-{run.model.name}-{checkpoint}-s{run.seed}")
-    return key, find_run_dir(Path(run.results_root) / run.group, key, slug)
+    return key, find_or_adopt(Path(run.results_root) / run.group, key, slug, eval_key)
 
 
 def load_eval_config(cfg: DictConfig) -> RunConfig:
