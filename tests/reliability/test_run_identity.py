@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 from opsd_sweep.config import load_run_config, semantic_dict
+from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.runs import run_key
 from tests.conftest import compose, run_sweep
 
@@ -59,3 +60,16 @@ def test_a_grid_whose_points_collide_is_refused_before_compute(tmp_path, cache_d
     assert "would all be the one run" in output, output[-3000:]
     assert f"#0 data.path={a}," in output and f"#1 data.path={copy}:" in output
     assert not list((tmp_path / "results" / "ident").glob("lr*"))
+
+
+def test_each_table_of_an_eval_suite_enters_the_key_and_the_preflight(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    table = tmp_path / "aime25.jsonl"
+    table.write_text('{"problem": "1+1?", "answer": "2"}\n')
+    before = run_key(semantic_dict(load_run_config(compose(["eval=math_suite", f"eval.suite.aime25.path={table}"]))))
+    table.write_text('{"problem": "1+22?", "answer": "23"}\n')  # same path, other problems
+    after = run_key(semantic_dict(load_run_config(compose(["eval=math_suite", f"eval.suite.aime25.path={table}"]))))
+    assert before != after
+    missing = load_run_config(compose(["eval=math_suite", f"eval.suite.aime25.path={tmp_path}/gone.jsonl"]))
+    problems = preflight_problems(missing, train=False)
+    assert any(p.startswith(f"eval.suite.aime25.path={tmp_path}/gone.jsonl does not exist") for p in problems), problems
