@@ -49,7 +49,7 @@ def test_a_rerun_of_the_eval_phase_evaluates_nothing_again(swept):
 
 
 def test_summary_reports_final_last_k_and_held_out_best_with_a_plot(swept, tmp_path):
-    summary_main([str(swept), "--out", str(tmp_path), "--bootstrap-reps", "0"])
+    summary_main([str(swept), "--out", str(tmp_path)])
     checkpoints = pd.read_csv(tmp_path / "checkpoints.csv")
     assert sorted(checkpoints["checkpoint_step"]) == [2, 2, 4, 4] and checkpoints["run_id"].nunique() == 2
     runs = pd.read_csv(tmp_path / "runs.csv")
