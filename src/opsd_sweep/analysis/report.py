@@ -281,14 +281,13 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
 
 def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: SummarySettings, display: str,
                    plots: list[Path], races: list[tuple[Race, Path | None]] = ()) -> None:
-    runs = collection.runs
     sim = int(analysis.usable["simulated"].sum())
     ext = int(analysis.usable["external"].sum())
     lines = [f"# Sweep summary: {display}", "",
              f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from {', '.join(s.roots)}"
              + (f" and external results {', '.join(s.external)}" if s.external else "") + ".",
              f"{len(analysis.usable)} finished runs in {len(analysis.table)} configs enter the statistics "
-             f"({len(runs)} runs read, {len(collection.skipped)} run dirs skipped or unfinished; listed at the end). "
+             f"({len(collection.skipped)} run dirs left out, listed at the end). "
              f"Unit of replication: the training run. Intervals: {s.level:.0%} t-intervals over runs; "
              f"tests at α = {s.alpha}, Holm-adjusted across configs."]
     if not collection.skipped.empty:
