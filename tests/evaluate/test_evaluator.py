@@ -114,7 +114,9 @@ def alive(pid: int) -> bool:
 def test_killed_evaluation_resumes_without_redoing_finished_shards(tiny_world, tmp_path):
     """Two CPU engine processes; SIGKILL the evaluator once some shards exist; the engines die with it;
     the rerun (one engine: the layout may change) keeps every finished shard and does only the rest."""
-    extra = ("eval.max_problems=null", "eval.n_samples=2", "eval.shard_size=2")
+    # batch_size = shard_size: each generate call finishes one shard, so the kill lands between shards
+    # (the hf evaluator batches across shards: at the tiny profile's 128 all shards finish at once)
+    extra = ("eval.max_problems=null", "eval.n_samples=2", "eval.shard_size=2", "eval.batch_size=2")
     run = eval_run(tiny_world, tmp_path, *extra)
     _, run_dir = locate_eval_dir(run)
     n_problems = len(load_problems(run.eval))
