@@ -19,7 +19,8 @@ from opsd_sweep.config import RunConfig, from_dict, to_dict
 from opsd_sweep.runs import RunDir, atomic_write_text, current_owner, find_run_dir, owner_alive, read_json_or_none
 
 # Fields added to the schema after runs existed -> the value every run written before them had. A new
-# config field must be listed here (tests/test_legacy.py loads a config.yaml of the first release).
+# config field must be listed here (tests/reliability/test_earlier_run_dirs.py loads a config.yaml written
+# by release 8c295b5 and fails without it).
 ADDED_FIELDS = {
     "train.teacher": "fixed", "train.ema_decay": 0.999, "train.report_to": "none",
     "train.wandb_project": "opsd_sweep", "eval.checkpoints": "final", "eval.average_last": 3,
