@@ -34,8 +34,14 @@ def _raise(signum: int, frame: object) -> None:
     # The first signal interrupts; repeats (Ctrl-C pressed twice, the launcher's terminate after the
     # terminal's SIGINT) must not cut short the status writes of the clean-up.
     for name in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(name, signal.SIG_IGN)
+        signal.signal(name, _ignore_repeat)
     raise Interrupted(signum)
+
+
+def _ignore_repeat(signum: int, frame: object) -> None:
+    """A Python handler, not SIG_IGN: a second signal already received when the first one's handler
+    runs would otherwise meet SIG_IGN and print CPython's 'Signal 15 ignored due to race condition'
+    traceback."""
 
 
 @contextlib.contextmanager
@@ -49,7 +55,7 @@ def signals_raise() -> Iterator[None]:
         return
     defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
     taken = {name: signal.getsignal(name) for name, default in defaults.items()
-             if signal.getsignal(name) in (default, _raise)}
+             if signal.getsignal(name) in (default, _raise, _ignore_repeat)}
     for name in taken:
         signal.signal(name, _raise)
     try:
