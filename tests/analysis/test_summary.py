@@ -281,4 +281,11 @@ def test_the_untrained_base_model_is_the_baseline_without_a_flag(tmp_path):
     summary = pd.read_csv(tmp_path / "out" / "summary.csv").set_index("label")
     assert summary.loc["base model", "verdict"] == "baseline"
     assert summary.loc["lr=1e-05 max_steps=100", "verdict"] == "better"
-    assert "auto: the untrained base model" in (tmp_path / "out" / "summary.md").read_text()
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert "auto: the untrained base model" in report
+    # Its runs differ in eval sampling only: the noise split does not call their spread a training seed.
+    noise_section = report.split("## Noise: eval sampling vs training seed")[1].split("\n## ")[0]
+    noise = {row.split(" | ")[0].strip("| "): row for row in noise_section.splitlines()
+             if row.startswith(("| base model ", "| lr=1e-05 "))}
+    assert "untrained:" in noise["base model"] and "training seed" not in noise["base model"]
+    assert "training seed" in noise["lr=1e-05 max_steps=100"]

@@ -33,6 +33,12 @@ SHORT_NAMES = {"learning_rate": "lr"}
 TRAINING_KNOBS = ("cfg.learning_rate", "cfg.clip", "cfg.loss_top_k", "cfg.train.", "cfg.loss.", "cfg.rollout.",
                   "cfg.data.")
 BASE_MODEL_LABEL = "base model"
+
+
+def is_base_model(label: object) -> bool:
+    """Whether a config label names an untrained base model (train.max_steps=0)."""
+    return str(label).startswith(BASE_MODEL_LABEL)
+
 SAMPLE_COLUMNS = ["run_id", "problem", "problem_index", "sample", "correct", "formatted", "tokens",
                   "finish_reason"]
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from opsd_sweep.analysis import stats
 from opsd_sweep.analysis.arms import Arm, RunSD, anchor_arm, compare_arms, run_sd
-from opsd_sweep.analysis.collect import BASE_MODEL_LABEL, short_names
+from opsd_sweep.analysis.collect import is_base_model, short_names
 from opsd_sweep.analysis.sensitivity import verdict_holds_to_sd
 from opsd_sweep.analysis.settings import Anchor, SummarySettings
 
@@ -57,7 +57,7 @@ def select_baseline(table: pd.DataFrame, selector: str | None) -> tuple[str | No
     if selector is None or selector.lower() == "none":
         return None, "none (--baseline none)"
     if selector == AUTO:
-        base = [label for label in table["label"] if str(label).startswith(BASE_MODEL_LABEL)]
+        base = [label for label in table["label"] if is_base_model(label)]
         if len(base) == 1:
             return base[0], "auto: the untrained base model, train.max_steps=0; --baseline picks another"
         return None, (f"auto found {len(base)} untrained base-model configs, so none; pick one with --baseline"
@@ -310,3 +310,12 @@ def flags(table: pd.DataFrame, baseline: str | None) -> list[str]:
             marks.append(f"best of {len(contenders)}: winner's curse, confirm on fresh seeds")
         out.append("; ".join(marks))
     return out
+
+
+def seed_part_note(row: pd.Series) -> str:
+    """How a noise-split row's remainder (run-to-run variance over eval sampling) reads: a training-seed
+    SD, except for an untrained base model, whose runs differ in eval sampling only (expected 0)."""
+    below = row["train_sd"] != row["train_sd"]  # NaN: the runs spread less than eval sampling predicts
+    if is_base_model(row["label"]):
+        return "untrained: below eval noise" if below else f"untrained: excess over eval noise {row['train_sd']:.2f}"
+    return "training seed below eval noise" if below else f"training seed {row['train_sd']:.2f}"

@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from opsd_sweep.analysis.collect import BASE_MODEL_LABEL, TRAINING_KNOBS, short_names  # noqa: E402
-from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis  # noqa: E402
+from opsd_sweep.analysis.collect import TRAINING_KNOBS, is_base_model, short_names  # noqa: E402
+from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note  # noqa: E402
 from opsd_sweep.analysis.races import Race  # noqa: E402
 
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "inconclusive": "#555555", "baseline": "#762a83"}
@@ -77,7 +77,7 @@ def plot_configs(analysis: Analysis, metric: str, display: str, level: float, pa
 def on_axis(table: pd.DataFrame, column: str) -> pd.DataFrame:
     """The configs that belong on a knob's axis: an untrained base model has no learning rate or step count."""
     if column.startswith(TRAINING_KNOBS):
-        return table[~table["label"].astype(str).str.startswith(BASE_MODEL_LABEL)]
+        return table[~table["label"].map(is_base_model)]
     return table
 
 
@@ -192,11 +192,11 @@ def plot_variance(analysis: Analysis, display: str, level: float, path: Path) ->
                label="eval-sampling SD (more samples per problem reduce it)")
     ax.errorbar(seed, y - 0.15, xerr=[seed - table["train_sd_low"], table["train_sd_high"] - seed], fmt="o",
                 color="#d6604d", capsize=4, lw=1.5, zorder=3,
-                label=f"training-seed SD and its {level:.0%} CI (only more seeds reduce it)")
+                label=f"training-seed SD and its {level:.0%} CI (only more seeds reduce it; for an untrained "
+                      f"base model the same remainder has no training behind it: expected 0)")
     ax.scatter(table["sd"], y, marker="|", s=500, color="black", zorder=4, label="observed run-to-run SD")
     for i, row in table.iterrows():
-        note = ("training seed below eval noise" if row["train_sd"] != row["train_sd"]
-                else f"training seed {row['train_sd']:.2f}")
+        note = seed_part_note(row)
         ax.annotate(f"n={row['n']}: {note} [{row['train_sd_low']:.2f}, {row['train_sd_high']:.2f}]",
                     (table["train_sd_high"].max(), i), xytext=(10, 0), textcoords="offset points", va="center",
                     fontsize=8)

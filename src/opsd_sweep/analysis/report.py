@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from opsd_sweep.analysis.collect import Collection
-from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis
+from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
 from opsd_sweep.analysis.races import Race
 from opsd_sweep.analysis.sensitivity import MAX_SD
 from opsd_sweep.analysis.settings import SummarySettings
@@ -199,8 +199,7 @@ def noise_table(analysis: Analysis, level: float) -> str:
     header = ["config", "n", "run-to-run SD", "eval-sampling SD", f"training-seed SD [{level:.0%} CI]", "eval share"]
     rows = []
     for _, r in t.iterrows():
-        seed = (_num(r["train_sd"]) if r["train_sd"] == r["train_sd"] else "below eval noise") + " " \
-            + _bracket(r["train_sd_low"], r["train_sd_high"])
+        seed = seed_part_note(r) + " " + _bracket(r["train_sd_low"], r["train_sd_high"])
         rows.append([r["label"], str(r["n"]), _num(r["sd"]), _num(r["eval_sd"]), seed, _share(r["eval_share"])])
     return markdown_table(header, rows)
 
@@ -316,7 +315,9 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
               "Training-seed SD: what remains of the run-to-run variance, with its interval (chi-square on the "
               f"run variance; configs with ≥ {MIN_SPLIT_RUNS} runs). 'Below eval noise': the runs spread less than "
               "eval sampling alone predicts, so only the interval says how large the training-seed part can be. "
-              "The first shrinks with more samples per problem, the second only with more seeds."]
+              "The first shrinks with more samples per problem, the second only with more seeds. An untrained base "
+              "model's runs differ in eval sampling only: its remainder is expected to be 0, a check of the "
+              "eval-noise model, not a training-seed effect."]
     if fixed := {k.removeprefix("cfg."): v for k, v in collection.fixed.items()
                  if k.split(".")[1] in ("model", "eval", "loss") or k in ("cfg.executor",)}:
         lines += ["", "## Fixed settings (same in every run)", "",
