@@ -48,7 +48,7 @@ def test_a_rerun_of_the_eval_phase_evaluates_nothing_again(swept):
     assert again.stdout.count("is up to date") == 2  # checkpoint-2 and the final one
 
 
-def test_summary_reports_final_last_k_and_held_out_best_with_a_plot(swept, tmp_path):
+def test_summary_reports_final_last_k_and_held_out_best_with_a_plot(swept, tmp_path, capsys):
     summary_main([str(swept), "--out", str(tmp_path)])
     checkpoints = pd.read_csv(tmp_path / "checkpoints.csv")
     assert sorted(checkpoints["checkpoint_step"]) == [2, 2, 4, 4] and checkpoints["run_id"].nunique() == 2
@@ -59,6 +59,9 @@ def test_summary_reports_final_last_k_and_held_out_best_with_a_plot(swept, tmp_p
     report = (tmp_path / "summary.md").read_text()
     assert "## Checkpoints (eval.checkpoints=all)" in report and "(k=2)" in report
     assert (tmp_path / "plots" / "checkpoints.png").stat().st_size > 0
+    assert "![checkpoints](plots/checkpoints.png)" in report.split("## Checkpoints")[1]  # the plot under its section
+    written = len(list((tmp_path / "plots").glob("*.png")))
+    assert f"{written} plots" in capsys.readouterr().out  # the count includes it
 
 
 def test_checkpoint_knobs_are_checked_and_keyed_only_when_they_change_the_evaluation():

@@ -91,8 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     races = [race for race in (read_race(p, simulated) for p in find_race_logs(settings.roots)) if race is not None]
     race_plots = write_race_plots(races, out) if settings.plots else [None] * len(races)
     write_markdown(out / "summary.md", analysis, collection, settings, display, plots, list(zip(races, race_plots)))
-    if write_checkpoint_report(collection.runs, settings.level, settings.plots, out):
+    if checkpoint_files := write_checkpoint_report(collection.runs, settings.level, settings.plots, out):
         print(f"every checkpoint evaluated: see the Checkpoints section of {out / 'summary.md'}, checkpoints.csv")
+        plots += [p for p in checkpoint_files if p.suffix == ".png"]
     # a terminal gets a table fitted to its width; a log file or pipe a wide one (rich would assume 80)
     print_table(analysis, settings, display, Console(width=None if sys.stdout.isatty() else 200))
     if not collection.skipped.empty:

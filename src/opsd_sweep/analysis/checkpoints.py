@@ -101,39 +101,50 @@ def _ci(mean: float, low: float, high: float) -> str:
     return f"{mean:.2f}" + ("" if math.isnan(low) else f" [{low:.2f}, {high:.2f}]")
 
 
-def write_checkpoint_report(runs: pd.DataFrame, level: float, plots: bool, out: Path) -> bool:
+def write_checkpoint_report(runs: pd.DataFrame, level: float, plots: bool, out: Path) -> list[Path]:
     """checkpoints.csv, a "## Checkpoints" section appended to summary.md and plots/checkpoints.png, when
-    some run evaluated every checkpoint; returns whether any did."""
+    some run evaluated every checkpoint; returns the files written (none: no run did)."""
     checkpoints = collect_checkpoints(runs)
     if checkpoints.empty:
-        return False
-    checkpoints.to_csv(out / "checkpoints.csv", index=False)
-    with open(out / "summary.md", "a") as handle:
-        handle.write("\n" + markdown_section(summarise_checkpoints(checkpoints, level), level))
+        return []
+    written = [out / "checkpoints.csv"]
+    checkpoints.to_csv(written[0], index=False)
+    section = markdown_section(summarise_checkpoints(checkpoints, level), level)
     if plots:
-        (out / "plots").mkdir(exist_ok=True)
-        plot_checkpoints(checkpoints, level, out / "plots" / "checkpoints.png")
-    return True
+        written.append(out / "plots" / "checkpoints.png")
+        written[-1].parent.mkdir(exist_ok=True)
+        plot_checkpoints(checkpoints, level, written[-1])
+        section += "\n![checkpoints](plots/checkpoints.png)\n"
+    with open(out / "summary.md", "a") as handle:
+        handle.write("\n" + section)
+    return written
 
 
 def plot_checkpoints(checkpoints: pd.DataFrame, level: float, path: Path) -> None:
-    """Score vs checkpoint step per config, with t-intervals over runs."""
+    """Score vs checkpoint step per config, with t-intervals over runs (drawn within 0-100: a t-interval of
+    3 runs can pass the bounds of a percentage, the score cannot). Configs are set slightly apart on the
+    step axis so that their bars do not hide each other."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for label, group in checkpoints.groupby("label", sort=False):
+    groups = list(checkpoints.groupby("label", sort=False))
+    span = np.ptp(checkpoints["checkpoint_step"].to_numpy(dtype=float)) or 1.0
+    for i, (label, group) in enumerate(groups):
         by_step = [(step, stats.t_interval(g["score"].to_numpy(), level)) for step, g in group.groupby("checkpoint_step")]
-        steps = np.array([s for s, _ in by_step], dtype=float)
+        steps = np.array([s for s, _ in by_step], dtype=float) + (i - (len(groups) - 1) / 2) * 0.01 * span
         means = np.array([ci.estimate for _, ci in by_step])
-        errors = np.array([[ci.estimate - ci.low, ci.high - ci.estimate] for _, ci in by_step]).T
-        ax.errorbar(steps, means, yerr=np.nan_to_num(errors), marker="o", capsize=3, label=label)
+        lows = np.clip([ci.low for _, ci in by_step], 0, 100)
+        highs = np.clip([ci.high for _, ci in by_step], 0, 100)
+        errors = np.nan_to_num(np.array([means - lows, highs - means]))  # one run: no interval, a bare mark
+        n_runs = group["run_id"].nunique()
+        ax.errorbar(steps, means, yerr=errors, marker="o", capsize=3, label=f"{label} ({n_runs} runs)")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("checkpoint step")
-    ax.set_ylabel("avg@n (%)")
-    ax.set_title(f"score vs step, {100 * level:g}% t-intervals over runs")
+    ax.set_ylabel("avg@n over all eval samples (%)")
+    ax.set_title(f"score vs step: mean and {100 * level:g}% t-interval over runs (cut at 0 and 100)", fontsize=10)
     ax.legend(fontsize=7)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
