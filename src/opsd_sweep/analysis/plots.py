@@ -238,12 +238,14 @@ def plot_race(race: Race, path: Path) -> bool:
     settings = race.header.get("settings", {})
     level = 1 - settings.get("alpha", 0.05)
     last = int(timeline["round"].max())
-    final_x = last + 1
+    every = math.ceil((last + 1) / 12)  # at most ~12 labelled rounds: more would overprint each other
+    final_x = last + every  # as far right of the last round as labelled rounds are apart
     count = len(race.header["configs"])
-    dodge = 0.12  # final rows side by side; their labels go right of the rightmost
+    dodge = 0.12 * every  # final rows side by side; their labels go right of the rightmost
     label_x = final_x + (count - 1) / 2 * dodge + 0.1
     fig, ax = plt.subplots(layout="constrained", figsize=(10, 6))
     colors = iter(plt.get_cmap("tab10").colors)
+    final_labels = []  # (mean, text, colour) of each final row: placed once the y-range is known
     for index, config in enumerate(race.header["configs"]):
         rows = timeline[timeline["config"] == config].sort_values("round")
         final = race.final[race.final["config"] == config]
@@ -270,7 +272,7 @@ def plot_race(race: Race, path: Path) -> bool:
             ax.plot([x[-1], dx], [rows["mean"].iloc[-1], row["mean"]], ":", color=color, lw=1)
             ax.errorbar(dx, row["mean"], yerr=[[row["mean"] - row["ci_low"]], [row["ci_high"] - row["mean"]]],
                         fmt="s", color=color, ms=6, capsize=4, lw=2, zorder=3)
-            ax.annotate(f"n={row['n']} {row['action']}", (label_x, row["mean"]), fontsize=8, va="center", color=color)
+            final_labels.append((row["mean"], f"n={row['n']} {row['action']}", color))
             if pd.notna(row["confirm_n"]):
                 ax.scatter(dx - dodge / 2, row["confirm_mean"], marker="*", s=260, color=color, edgecolor="black", zorder=5,
                            label=f"winner's confirmation: mean of {int(row['confirm_n'])} fresh seeds alone")
@@ -282,12 +284,17 @@ def plot_race(race: Race, path: Path) -> bool:
         ax.axvline(race.stop["round"] + 0.5, color="#999999", lw=1, ls=":")
         ax.annotate(f"stop: {race.stop['reason']}", (race.stop["round"] + 0.5, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(-4, -4), textcoords="offset points", ha="right", va="top", fontsize=8, color="#555555")
+    low, high = ax.get_ylim()
+    for y, (_, text, color) in zip(spread([m for m, _, _ in final_labels], 0.035 * (high - low)), final_labels):
+        ax.annotate(text, (label_x, y), fontsize=8, va="center", color=color)
     ns = timeline.groupby("round")["n"].max()
-    ticks = [f"{r}\nn={ns.get(r, '–')}" for r in range(last + 1)]
+    # counted back from the last round, so that it is labelled and the spacing stays even
+    ticks = {r: f"{r}\nn={ns.get(r, '–')}" if (last - r) % every == 0 else "" for r in range(last + 1)}
     if not race.final.empty:
-        ticks.append("final\n(all runs)")
-    ax.set_xticks(range(len(ticks)), ticks)
-    ax.set_xlim(-0.4, len(ticks) - 0.3 + (0.4 + count * dodge / 2 if not race.final.empty else 0))
+        ticks[final_x] = "final\n(all runs)"
+    ax.set_xticks(list(ticks), list(ticks.values()))
+    right = final_x + 0.7 * every + count * dodge / 2 if not race.final.empty else last + 0.7
+    ax.set_xlim(-0.4 * every, right)
     ax.set_xlabel("race round (n = runs per live config)")
     ax.set_ylabel(f"{race.header.get('metric')} (%)")
     outcome = f"stopped after round {race.stop['round']}, winner {race.winner}" if race.stop else "not finished"
@@ -297,6 +304,26 @@ def plot_race(race: Race, path: Path) -> bool:
     fig.legend(loc="outside lower center", fontsize=8, frameon=False, ncol=2)
     _save(fig, path)
     return True
+
+
+def spread(values: list[float], gap: float) -> list[float]:
+    """Label heights near `values` (same order) at least `gap` apart: labels that would overlap form a
+    block centred on their marks' mean; labels clear of the others stay at their marks."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    blocks: list[list[int]] = []  # runs of indices (in `order`) laid out `gap` apart around their mean
+
+    def bottom(block: list[int]) -> float:
+        return sum(values[i] for i in block) / len(block) - gap * (len(block) - 1) / 2
+
+    for i in order:
+        blocks.append([i])
+        while len(blocks) > 1 and bottom(blocks[-1]) < bottom(blocks[-2]) + gap * len(blocks[-2]):
+            blocks[-2:] = [blocks[-2] + blocks[-1]]  # overlaps the block below: merge and re-centre
+    out = [0.0] * len(values)
+    for block in blocks:
+        for rank, i in enumerate(block):
+            out[i] = bottom(block) + rank * gap
+    return out
 
 
 def write_race_plots(races: list[Race], out: Path) -> list[Path | None]:
