@@ -19,7 +19,8 @@ from opsd_sweep.analysis.checkpoints import write_checkpoint_report
 from opsd_sweep.analysis.collect import collect, left_out_line
 from opsd_sweep.analysis.config_stats import analyse
 from opsd_sweep.analysis.plots import write_plots, write_race_plots
-from opsd_sweep.analysis.races import find_race_logs, outcome_line, read_race, simulated_run_dirs
+from opsd_sweep.analysis.races import (declared_baseline_labels, find_race_logs, outcome_line, read_race,
+                                       simulated_run_dirs)
 from opsd_sweep.analysis.report import metric_display, print_table, write_markdown
 from opsd_sweep.analysis.settings import AUTO, SummarySettings, load_anchor, load_settings
 
@@ -42,8 +43,8 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
     parser.add_argument("--alpha", type=float, help="test level of the verdicts (Holm across configs)")
     parser.add_argument("--anchor", help="published anchor: conf/baseline/ name, YAML path, 'auto' (the one the runs were configured "
                              "with) or 'none'")
-    parser.add_argument("--baseline", help="in-sweep baseline: 'auto' (the untrained base model, if any), a config "
-                             "label, col=value[,col=value], or 'none'")
+    parser.add_argument("--baseline", help="in-sweep baseline: 'auto' (the untrained base model, if any, else the "
+                             "baseline a race declared), a config label, col=value[,col=value], or 'none'")
     parser.add_argument("--pool-sd", action=argparse.BooleanOptionalAction, default=None,
                         help="one run-to-run SD for all configs (assumes equal variance)")
     parser.add_argument("--pool-anchor", action=argparse.BooleanOptionalAction, default=None,
@@ -80,15 +81,15 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     collection.runs.to_csv(out / "runs.csv", index=False)
     collection.samples.to_parquet(out / "samples.parquet", index=False)
+    simulated = simulated_run_dirs(collection.runs)
+    races = [race for race in (read_race(p, simulated) for p in find_race_logs(settings.roots)) if race is not None]
     try:
-        analysis = analyse(collection.runs, settings, anchor)
+        analysis = analyse(collection.runs, settings, anchor, declared_baseline_labels(races, collection.runs))
     except ValueError as err:
         raise SystemExit(f"{err}\n(runs.csv is written to {out} for inspection)") from None
     analysis.table.to_csv(out / "summary.csv", index=False)
     display = metric_display(settings.metric, analysis.usable, collection.fixed)
     plots = write_plots(analysis, settings.metric, display, settings.level, out) if settings.plots else []
-    simulated = simulated_run_dirs(collection.runs)
-    races = [race for race in (read_race(p, simulated) for p in find_race_logs(settings.roots)) if race is not None]
     race_plots = write_race_plots(races, out) if settings.plots else [None] * len(races)
     write_markdown(out / "summary.md", analysis, collection, settings, display, plots, list(zip(races, race_plots)))
     if checkpoint_files := write_checkpoint_report(collection.runs, settings.level, settings.plots, out):

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 
+import pandas as pd
 import pytest
 
 from opsd_sweep.analysis.races import find_race_logs, outcome_line, race_from_records, read_race
@@ -54,6 +55,16 @@ def table_rows(section: str, first_header: str, second_header: str) -> dict[str,
         cells = [c.strip() for c in line.strip("|").split(" | ")]
         rows[cells[0].split(" ")[0]] = cells
     return rows
+
+
+@pytest.mark.slow
+def test_the_summary_tests_against_the_baseline_the_race_declared(summarised):
+    """`make summary` after a race: no --baseline, the race's in-sweep baseline is the summary's too."""
+    _, _, report, _, out = summarised
+    summary = pd.read_csv(out / "summary.csv").set_index("label")
+    assert summary.loc["lr=5e-06 [simulated]", "verdict"] == "baseline"
+    assert summary["verdict_vs"].eq("in-sweep baseline").all()
+    assert "auto: the in-sweep baseline the race declared" in report
 
 
 @pytest.mark.slow  # one real race per module (~12 s)

@@ -8,6 +8,7 @@ the benchmark's problems are held fixed, so every number here works on run score
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,11 +47,13 @@ def usable_runs(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
 AUTO = "auto"
 
 
-def select_baseline(table: pd.DataFrame, selector: str | None) -> tuple[str | None, str]:
+def select_baseline(table: pd.DataFrame, selector: str | None, declared: Sequence[str] = ()
+                    ) -> tuple[str | None, str]:
     """The label of the in-sweep baseline and how it was chosen.
 
     `selector`: None or 'none' (no baseline); 'auto' (the untrained base model, train.max_steps=0, when
-    the sweep has exactly one such config); a label; or `col=value[,col=value]` terms. Columns may be
+    the sweep has exactly one such config; without one, the baseline a race of these runs declared:
+    `declared`, the labels of those configs); a label; or `col=value[,col=value]` terms. Columns may be
     named as in the labels (`lr`, `clip`) or without the `cfg.` prefix; values compare as numbers when
     both sides are numbers. Raises naming the configs when it matches none or several.
     """
@@ -60,8 +63,14 @@ def select_baseline(table: pd.DataFrame, selector: str | None) -> tuple[str | No
         base = [label for label in table["label"] if is_base_model(label)]
         if len(base) == 1:
             return base[0], "auto: the untrained base model, train.max_steps=0; --baseline picks another"
-        return None, (f"auto found {len(base)} untrained base-model configs, so none; pick one with --baseline"
-                      if base else "auto: the sweep has no untrained base model; pick one with --baseline")
+        if base:
+            return None, f"auto found {len(base)} untrained base-model configs, so none; pick one with --baseline"
+        declared = [label for label in dict.fromkeys(declared) if label in set(table["label"])]
+        if len(declared) == 1:
+            return declared[0], "auto: the in-sweep baseline the race declared; --baseline picks another"
+        return None, (f"auto: the races declare {len(declared)} baselines {declared}, so none; pick one with "
+                      "--baseline" if declared else "auto: the sweep has no untrained base model and no race "
+                      "declares a baseline; pick one with --baseline")
     if selector in set(table["label"]):
         return selector, f"--baseline {selector}"
     config_columns = [c for c in table.columns if c.startswith("cfg.")]
@@ -246,8 +255,10 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
 
 # --- the table -----------------------------------------------------------------------------------
 
-def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None) -> Analysis:
-    """All per-config statistics for the metric `s.metric`, sorted by mean."""
+def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
+            declared_baselines: Sequence[str] = ()) -> Analysis:
+    """All per-config statistics for the metric `s.metric`, sorted by mean. `declared_baselines`: labels
+    of the in-sweep baselines the sweeps' races declared (what --baseline auto falls back on)."""
     usable = usable_runs(runs, s.metric)
     if usable.empty:
         raise ValueError(f"no finished run has {s.metric!r}; check the roots and the states in runs.csv")
@@ -257,7 +268,7 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None) -> An
         anchor = None
     pool = pooled(usable, s.metric, s, anchor)
     table = describe_configs(usable, s.metric, s, pool)
-    baseline, how = select_baseline(table, s.baseline)
+    baseline, how = select_baseline(table, s.baseline, declared_baselines)
     references = {}
     if baseline is not None:
         references["baseline"] = arm_of(table.set_index("label").loc[baseline])

@@ -36,6 +36,7 @@ class Race:
     eliminations: pd.DataFrame  # ELIMINATION_COLUMNS: configs eliminated (worse than the best), futile or dropped
     timeline: pd.DataFrame  # TIMELINE_COLUMNS: every race-phase assessment, for the progress plot
     totals: dict  # runs, done, failed, confirm_runs, gpu_hours, simulated, grid_runs
+    baseline_dirs: frozenset[str]  # resolved run dirs of the declared in-sweep baseline's runs
 
     @property
     def finished(self) -> bool:
@@ -74,7 +75,10 @@ def race_from_records(path: Path, records: list[dict], simulated_dirs: frozenset
     return Race(path=path, header=headers[0], resumes=sum(r.get("type") == "resume" for r in records),
                 state=states[-1] if states else None, stop=stops[-1] if stops else None,
                 final=final_table(decisions), eliminations=eliminations_table(decisions),
-                timeline=timeline_table(decisions), totals=run_totals(records, headers[0], simulated_dirs))
+                timeline=timeline_table(decisions), totals=run_totals(records, headers[0], simulated_dirs),
+                baseline_dirs=frozenset(str(Path(r["run_dir"]).resolve()) for r in records
+                                        if r.get("type") == "run" and r.get("run_dir")
+                                        and r["config"] == headers[0].get("baseline")))
 
 
 def latest_decisions(records: list[dict]) -> list[dict]:
@@ -159,6 +163,15 @@ def simulated_run_dirs(runs: pd.DataFrame) -> frozenset[str]:
         return frozenset()
     chosen = runs.loc[runs["simulated"].astype(bool) & runs["run_dir"].notna(), "run_dir"]
     return frozenset(str(Path(p).resolve()) for p in chosen)
+
+
+def declared_baseline_labels(races: list[Race], runs: pd.DataFrame) -> list[str]:
+    """The config labels (in the summary's runs table) of the in-sweep baselines the races declared."""
+    dirs = frozenset().union(*(race.baseline_dirs for race in races))
+    if not dirs or runs.empty or "run_dir" not in runs:
+        return []
+    chosen = runs["run_dir"].map(lambda p: isinstance(p, str) and str(Path(p).resolve()) in dirs)
+    return sorted(runs.loc[chosen, "label"].unique())
 
 
 def outcome_line(race: Race) -> str:
