@@ -62,6 +62,7 @@ def draw_runs(ax, table: pd.DataFrame, colors: dict) -> None:
     """One line per run of a `curves` table (value against step), coloured by config."""
     for (_, label), run in table.groupby(["run_id", "label"], sort=False):
         ax.plot(run["step"], run["value"], color=colors[label], lw=1, alpha=0.8)
+    ax.xaxis.get_major_locator().set_params(integer=True)  # steps are whole numbers
 
 
 def curves(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
