@@ -15,11 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from opsd_sweep.console import table_console
 from opsd_sweep.runs import RunDir, current_owner, owner_alive, read_json
 
 ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "done")
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     def snapshot() -> Group:
         return render([run_row(r, root) for r in find_runs(root)], root)
 
-    console = Console()
+    console = table_console()
     if not args.watch:
         console.print(snapshot())
         return

@@ -9,10 +9,8 @@ conf/summary.yaml; every key is a flag here.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from rich.console import Console
 from tqdm import tqdm
 
 from opsd_sweep.analysis.checkpoints import write_checkpoint_report
@@ -23,6 +21,7 @@ from opsd_sweep.analysis.races import (declared_baseline_labels, find_race_logs,
                                        simulated_run_dirs)
 from opsd_sweep.analysis.report import metric_display, print_table, write_markdown
 from opsd_sweep.analysis.settings import AUTO, SummarySettings, load_anchor, load_settings
+from opsd_sweep.console import table_console
 
 
 EXAMPLES = """examples:
@@ -95,8 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     if checkpoint_files := write_checkpoint_report(collection.runs, settings.level, settings.plots, out):
         print(f"every checkpoint evaluated: see the Checkpoints section of {out / 'summary.md'}, checkpoints.csv")
         plots += [p for p in checkpoint_files if p.suffix == ".png"]
-    # a terminal gets a table fitted to its width; a log file or pipe a wide one (rich would assume 80)
-    print_table(analysis, settings, display, Console(width=None if sys.stdout.isatty() else 200))
+    print_table(analysis, settings, display, table_console())
     if not collection.skipped.empty:
         print(left_out_line(collection.skipped, out / "summary.md"))
     for race in races:
