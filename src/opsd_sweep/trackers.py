@@ -36,10 +36,10 @@ class NoTracker:
     """train.report_to=none: a tracker that records nothing, so callers never branch on the setting."""
 
     def log(self, values: dict, step: int) -> None:
-        pass
+        """Nothing to record."""
 
     def finish(self) -> None:
-        pass
+        """Nothing to close."""
 
 
 class Tracker:

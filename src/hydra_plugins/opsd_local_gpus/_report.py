@@ -68,8 +68,7 @@ class Progress:
     def requeued(self, job: PlannedJob, why: str) -> None:
         """A job that ran elsewhere goes back to this sweep's queue."""
         self.running -= 1
-        self.pending += 1
-        log.info(f"queue {job.label} again: {why} | {self.counts()}")
+        self._queue_again(job, why)
 
     def waiting(self, job: PlannedJob, why: str) -> None:
         """A job whose run another live sweep holds: this sweep waits for it to settle."""
@@ -80,6 +79,9 @@ class Progress:
     def unheld(self, job: PlannedJob, why: str) -> None:
         """A held job whose holder let go: it goes back to this sweep's queue."""
         self.held -= 1
+        self._queue_again(job, why)
+
+    def _queue_again(self, job: PlannedJob, why: str) -> None:
         self.pending += 1
         log.info(f"queue {job.label} again: {why} | {self.counts()}")
 
