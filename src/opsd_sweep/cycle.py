@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from opsd_sweep import backends
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
 from opsd_sweep.interrupt import signals_raise
-from opsd_sweep.legacy import find_or_adopt
+from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
                              atomic_write_text, claim_run, current_owner, owner_alive, read_json,
@@ -63,12 +63,16 @@ def cycle_key(run: RunConfig) -> str:
     return run_key(semantic_dict(run))
 
 
-def locate_run(run: RunConfig) -> tuple[str, RunDir]:
-    """This run's key and dir: the existing dir of the key, else one written under an earlier key
-    (legacy.py), else a new one."""
-    key = cycle_key(run)
+def locate(run: RunConfig) -> Location:
+    """Where this run lives (see legacy.Location); reads only (the launcher's grid check and probe call it)."""
     slug = run_slug(run.learning_rate, run.clip, run.loss_top_k, run.seed)
-    return key, find_or_adopt(Path(run.results_root) / run.group, key, slug, cycle_key)
+    return locate_dir(Path(run.results_root) / run.group, cycle_key(run), slug, cycle_key)
+
+
+def locate_run(run: RunConfig) -> tuple[str, RunDir]:
+    """This run's key and the dir it runs in; reads only."""
+    where = locate(run)
+    return where.key, where.run_dir
 
 
 def visible_gpus() -> list[str]:
@@ -112,8 +116,14 @@ def run_cycle(run: RunConfig) -> dict:
 
 
 def _run_cycle(run: RunConfig) -> dict:
-    key, run_dir = locate_run(run)
-    result = {"key": key, "run_dir": str(run_dir.path)}
+    where = locate(run)
+    key = where.key
+    result = {"key": key, "run_dir": str(where.run_dir.path)}
+    try:
+        run_dir = take_over_earlier(where)
+    except RunClaimedError as err:  # the earlier dir was claimed since it was located
+        print(f"[opsd_sweep] skip {where.current.path.name}: {err}", flush=True)
+        return result | {"state": "skipped", "reason": "claimed", "detail": str(err)}
     status = settled_status(run_dir)
     skip = skip_reason(run, status)
     if skip is None or status.get("recovered"):  # a recovered status is written back under the claim
@@ -306,8 +316,11 @@ def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
     or 'failed' (settled: skip it), 'wait' (a live process or a queued SLURM job holds it) or 'submit';
     the run as run_cycle names it ({key, run_dir}), for the answer the launcher gives in the job's place."""
     run = load_run_config(job_cfg)
-    key, run_dir = locate_run(run)
-    where = {"key": key, "run_dir": str(run_dir.path)}
+    location = locate(run)
+    run_dir = location.current
+    where = {"key": location.key, "run_dir": str(location.run_dir.path)}
+    if location.earlier is not None:  # the cycle takes it over (a rename, under its claim), then skips it if done
+        return "submit", f"to take over {location.earlier.path.name}, written under an earlier run key", where
     skip = skip_reason(run, settled_status(run_dir))
     if skip is not None:
         return *skip, where
@@ -322,7 +335,7 @@ def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
 
 def record_submitted_job(job_cfg: DictConfig, job_id: str) -> None:
     """Remember the SLURM job that will run this run, so a re-run of the sweep waits for it."""
-    _, run_dir = locate_run(load_run_config(job_cfg))
+    run_dir = locate(load_run_config(job_cfg)).current  # an earlier-key dir takes it along when renamed
     atomic_write_json(run_dir.submission, {"job_id": job_id, "submitted_at": utc_now()})
 
 
@@ -333,7 +346,8 @@ def record_lost_job(job_cfg: DictConfig, error: dict, owner: dict) -> None:
     now, or that has already settled, is left alone.
     """
     run = load_run_config(job_cfg)
-    key, run_dir = locate_run(run)
+    location = locate(run)
+    key, run_dir = location.key, location.current
     status = run_dir.read_status()
     if status.get("state") in ("done", "failed", "interrupted"):  # interrupted: it said so itself; resumable
         return

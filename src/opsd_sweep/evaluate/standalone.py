@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, summary_line
-from opsd_sweep.legacy import find_or_adopt
+from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, release_run, run_key, utc_now
 from opsd_sweep.tiny import ensure_tiny_assets
@@ -36,12 +36,18 @@ def eval_key(run: RunConfig) -> str:
     return run_key({"kind": KIND, "model": semantic["model"], "eval": semantic["eval"], "seed": run.seed})
 
 
-def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
-    """The run dir of this evaluation (one written under an earlier key is taken over: legacy.py)."""
-    key = eval_key(run)
+def locate_eval(run: RunConfig) -> Location:
+    """Where this evaluation lives (a dir written under an earlier key is taken over by
+    evaluate_standalone: legacy.py); reads only."""
     checkpoint = Path(run.eval.checkpoint).name if run.eval.checkpoint else "base"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"eval-{run.model.name}-{checkpoint}-s{run.seed}")
-    return key, find_or_adopt(Path(run.results_root) / run.group, key, slug, eval_key)
+    return locate_dir(Path(run.results_root) / run.group, eval_key(run), slug, eval_key)
+
+
+def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
+    """This evaluation's key and the dir it runs in; reads only."""
+    where = locate_eval(run)
+    return where.key, where.run_dir
 
 
 def load_eval_config(cfg: DictConfig) -> RunConfig:
@@ -53,7 +59,8 @@ def load_eval_config(cfg: DictConfig) -> RunConfig:
 
 
 def evaluate_standalone(run: RunConfig) -> dict:
-    key, run_dir = locate_eval_dir(run)
+    where = locate_eval(run)
+    key, run_dir = where.key, take_over_earlier(where)
     claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
     try:
         if run.force:  # from scratch: no eval.json, no finished shards (only under the claim: never another's)
