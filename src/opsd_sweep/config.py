@@ -430,10 +430,21 @@ def semantic_dict(run: RunConfig) -> dict:
     omitted = [(section, key) for (section, key), when in KEY_OMITTED_WHEN.items() if when(data[section])]
     for section, key in omitted:
         data[section].pop(key)
-    tiny_dir = run.tiny.dir if run.tiny is not None else None
+    identities = input_identities(run)
     for section in ("model", "data", "eval"):
-        path = data[section]["path"]
-        data[section]["path"] = path_identity(path, is_local_path(path), tiny_dir)
-    for benchmark in (data["eval"].get("suite") or {}).values():  # eval=math_suite: each benchmark's table
-        benchmark["path"] = path_identity(benchmark["path"], is_local_path(benchmark["path"]), tiny_dir)
+        data[section]["path"] = identities[section]
+    for name, benchmark in (data["eval"].get("suite") or {}).items():
+        benchmark["path"] = identities[f"eval.suite.{name}"]
     return data
+
+
+def input_paths(run: RunConfig) -> dict[str, str]:
+    """Every input a run reads, by name: model, data, eval, and each table of an eval suite."""
+    paths = {"model": run.model.path, "data": run.data.path, "eval": run.eval.path}
+    return paths | {f"eval.suite.{name}": b.path for name, b in (run.eval.suite or {}).items()}
+
+
+def input_identities(run: RunConfig) -> dict[str, str]:
+    """The identity of each input (identity.path_identity): what enters the run key and a run dir's record."""
+    tiny_dir = run.tiny.dir if run.tiny is not None else None
+    return {name: path_identity(path, is_local_path(path), tiny_dir) for name, path in input_paths(run).items()}

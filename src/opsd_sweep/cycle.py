@@ -24,10 +24,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import backends
-from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.config import RunConfig, input_identities, load_run_config, to_dict
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
+from opsd_sweep.run.keys import cycle_key
 from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
                              atomic_write_text, claim_run, current_owner, owner_alive, read_json,
                              release_run, run_key, run_slug, slurm_job_id, slurm_job_state, utc_now)
@@ -59,14 +60,10 @@ def last_error_line(log: Path) -> str | None:
     return said[:300] if said else None
 
 
-def cycle_key(run: RunConfig) -> str:
-    return run_key(semantic_dict(run))
-
-
 def locate(run: RunConfig) -> Location:
     """Where this run lives (see legacy.Location); reads only (the launcher's grid check and probe call it)."""
     slug = run_slug(run.learning_rate, run.clip, run.loss_top_k, run.seed)
-    return locate_dir(Path(run.results_root) / run.group, cycle_key(run), slug, cycle_key)
+    return locate_dir(Path(run.results_root) / run.group, run, slug, cycle_key, input_identities)
 
 
 def locate_run(run: RunConfig) -> tuple[str, RunDir]:
@@ -126,27 +123,32 @@ def _run_cycle(run: RunConfig) -> dict:
         return result | {"state": "skipped", "reason": "claimed", "detail": str(err)}
     status = settled_status(run_dir)
     skip = skip_reason(run, status)
-    if skip is None or status.get("recovered"):  # a recovered status is written back under the claim
+    unrecorded = status.get("state") == "done" and run_dir.read_identity() is None  # done before records
+    if skip is None or status.get("recovered") or unrecorded:  # written back under the claim
         try:
             claim = claim_run(run_dir)
         except RunClaimedError as err:
-            skip = "claimed", str(err)
+            if skip is None or status.get("recovered"):  # a done run stays done; its record waits for a rerun
+                skip = "claimed", str(err)
         else:
             try:
                 # Read again under the claim: another sweep may have finished the run meanwhile.
                 previous = settled_status(run_dir)
                 skip = skip_reason(run, previous)
                 if skip is None:
-                    return result | _run_claimed(run, key, run_dir, previous, claim)
+                    return result | _run_claimed(run, where, run_dir, previous, claim)
                 if previous.get("recovered"):
                     run_dir.update_status()  # the unreadable file is kept aside as status.json.unreadable
+                if run_dir.read_identity() is None:  # its key holds today's identities: they are its own
+                    run_dir.write_identity(key, where.inputs)
             finally:
                 release_run(claim)
     print(f"[opsd_sweep] skip {run_dir.path.name}: {skip[1]}", flush=True)
     return result | {"state": "skipped", "reason": skip[0], "detail": skip[1]}
 
 
-def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
+def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
+    key = where.key
     if run.force and previous.get("state") == "done":  # a forced rerun starts from scratch
         shutil.rmtree(run_dir.train_dir, ignore_errors=True)
         shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
@@ -155,6 +157,7 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
         print(f"[opsd_sweep] {run_dir.path.name}: {run_dir.eval_json} does not read back; evaluating again "
               "from the final checkpoint (no retraining)", flush=True)
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
+    run_dir.write_identity(key, where.inputs)
     phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
     gpu_hours = previous.get("gpu_hours") if isinstance(previous.get("gpu_hours"), (int, float)) else 0.0
     owner = claim.owner

@@ -20,20 +20,14 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.config import RunConfig, load_run_config, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+from opsd_sweep.run.keys import EVAL_ONLY, eval_inputs, eval_key
 from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, release_run, run_key, utc_now
+from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, release_run, utc_now
 from opsd_sweep.tiny import ensure_tiny_assets
 
-KIND = "eval_only"
-
-
-def eval_key(run: RunConfig) -> str:
-    """An evaluation's key: model, eval settings (checkpoint included) and seed."""
-    semantic = semantic_dict(run)
-    return run_key({"kind": KIND, "model": semantic["model"], "eval": semantic["eval"], "seed": run.seed})
 
 
 def locate_eval(run: RunConfig) -> Location:
@@ -41,7 +35,8 @@ def locate_eval(run: RunConfig) -> Location:
     evaluate_standalone: legacy.py); reads only."""
     checkpoint = Path(run.eval.checkpoint).name if run.eval.checkpoint else "base"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"eval-{run.model.name}-{checkpoint}-s{run.seed}")
-    return locate_dir(Path(run.results_root) / run.group, eval_key(run), slug, eval_key)
+    return locate_dir(Path(run.results_root) / run.group, run, slug, eval_key, eval_inputs)
+
 
 
 def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
@@ -66,7 +61,8 @@ def evaluate_standalone(run: RunConfig) -> dict:
         if run.force:  # from scratch: no eval.json, no finished shards (only under the claim: never another's)
             shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
-        run_dir.update_status(key=key, kind=KIND, state="evaluating", started_at=utc_now(), ended_at=None,
+        run_dir.write_identity(key, where.inputs)
+        run_dir.update_status(key=key, kind=EVAL_ONLY, state="evaluating", started_at=utc_now(), ended_at=None,
                               error=None)
         print(f"[evaluate] {run.model.name} ({run.eval.checkpoint or 'base model'}) on {run.eval.name} "
               f"-> {run_dir.path}", flush=True)
