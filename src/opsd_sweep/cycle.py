@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import backends
 from opsd_sweep.config import RunConfig, input_identities, load_run_config, to_dict
+from opsd_sweep.identity import evaluation_problem
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
@@ -121,7 +122,7 @@ def _run_cycle(run: RunConfig) -> dict:
     except RunClaimedError as err:  # the earlier dir was claimed since it was located
         print(f"[opsd_sweep] skip {where.current.path.name}: {err}", flush=True)
         return result | {"state": "skipped", "reason": "claimed", "detail": str(err)}
-    status = settled_status(run_dir)
+    status = settled_status(run, run_dir)
     skip = skip_reason(run, status)
     unrecorded = status.get("state") == "done" and run_dir.read_identity() is None  # done before records
     if skip is None or status.get("recovered") or unrecorded:  # written back under the claim
@@ -133,7 +134,7 @@ def _run_cycle(run: RunConfig) -> dict:
         else:
             try:
                 # Read again under the claim: another sweep may have finished the run meanwhile.
-                previous = settled_status(run_dir)
+                previous = settled_status(run, run_dir)
                 skip = skip_reason(run, previous)
                 if skip is None:
                     return result | _run_claimed(run, where, run_dir, previous, claim)
@@ -156,6 +157,9 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
     if previous.get("eval_unreadable"):
         print(f"[opsd_sweep] {run_dir.path.name}: {run_dir.eval_json} does not read back; evaluating again "
               "from the final checkpoint (no retraining)", flush=True)
+    if previous.get("eval_again"):
+        print(f"[opsd_sweep] {run_dir.path.name}: evaluating again from the final checkpoint (training kept): "
+              f"{previous['eval_again']}", flush=True)
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
     run_dir.write_identity(key, where.inputs)
     phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
@@ -210,21 +214,27 @@ def _final_checkpoint(run: RunConfig, run_dir: RunDir) -> Path | None:
 
 
 def _phase_complete(phase: str, run: RunConfig, run_dir: RunDir) -> bool:
-    """Training is complete at the final checkpoint; evaluation when eval.json is of that checkpoint."""
+    """Training is complete at the final checkpoint; evaluation when eval.json holds today's scores of
+    that checkpoint (identity.evaluation_problem)."""
     final = _final_checkpoint(run, run_dir)
     if phase == "train" or final is None:
         return final is not None
     evaluation = run_dir.read_eval()
-    return evaluation is not None and evaluation.get("checkpoint") == str(final)
+    return evaluation is not None and evaluation_problem(evaluation, final, run.eval.merge_lora) is None
 
 
-def settled_status(run_dir: RunDir) -> dict:
+def settled_status(run: RunConfig, run_dir: RunDir) -> dict:
     """status.json as the skip decision reads it: a run marked done whose eval.json does not read back
-    (truncated, corrupted) is not done: its evaluation runs again, from the checkpoint it already has."""
+    (truncated, corrupted) or does not hold today's scores of its checkpoint (an evaluator since found
+    wrong) is not done: its evaluation runs again, from the checkpoint it already has."""
     status = run_dir.read_status()
-    if status.get("state") == "done" and run_dir.read_eval() is None:
+    if status.get("state") != "done":
+        return status
+    evaluation = run_dir.read_eval()
+    if evaluation is None:
         return status | {"state": "evaluating", "eval_unreadable": True}
-    return status
+    again = evaluation_problem(evaluation, _final_checkpoint(run, run_dir), run.eval.merge_lora)
+    return status | {"state": "evaluating", "eval_again": again} if again else status
 
 
 def _split_phase_seconds(phase: str, seconds: float, run: RunConfig, run_dir: RunDir) -> dict[str, float]:
@@ -324,7 +334,7 @@ def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
     where = {"key": location.key, "run_dir": str(location.run_dir.path)}
     if location.earlier is not None:  # the cycle takes it over (a rename, under its claim), then skips it if done
         return "submit", f"to take over {location.earlier.path.name}, written under an earlier run key", where
-    skip = skip_reason(run, settled_status(run_dir))
+    skip = skip_reason(run, settled_status(run, run_dir))
     if skip is not None:
         return *skip, where
     owner = current_owner(run_dir)

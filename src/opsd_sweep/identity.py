@@ -110,10 +110,9 @@ def evaluator_identity(backend: str, checkpoint: Path | None, merge_lora: bool) 
 def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool) -> str | None:
     """Why the scores in `evaluation` (an eval.json of `checkpoint`) come from an evaluator recorded or
     known to be wrong, or None. An eval.json written before evaluator records existed is judged by what it
-    shows: the hf backend merged an adapter into bf16 weights before 174b541 (small updates rounded
-    away), and vLLM's merge_lora merged in bf16 too."""
-    backend = evaluation.get("backend")
-    if backend == "simulate" or evaluation.get("simulated"):
+    shows: before 174b541 the hf backend scored an adapter merged into bf16 weights (small updates
+    rounded away) and vLLM's merge_lora merged in bf16."""
+    if evaluation.get("backend") == "simulate" or evaluation.get("simulated"):
         return None
     record = evaluation.get("evaluator")
     if isinstance(record, dict):
@@ -122,10 +121,23 @@ def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: boo
             return (f"its evaluator ({record.get('backend')}, {record.get('serving')}, version "
                     f"{record.get('version')}) has since been found wrong (now version {current})")
         return None
-    how = serving(str(backend), checkpoint, merge_lora)
+    how = serving(str(evaluation.get("backend")), checkpoint, merge_lora)
     if how == "hf unmerged adapter":
         return ("it was scored by the hf backend before it served the unmerged adapter (a bf16 merge that "
                 "rounds small updates away)")
     if how == "vllm merge_lora":
         return "it was scored by vLLM merge_lora before the merge was computed in float32"
     return None
+
+
+def evaluation_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool) -> str | None:
+    """Why an eval.json does not hold today's scores of `checkpoint`: its evaluator is wrong
+    (evaluator_problem), or it scored other weights than the checkpoint holds now. None: it does."""
+    wrong = evaluator_problem(evaluation, checkpoint, merge_lora)
+    if wrong is not None or checkpoint is None:
+        return wrong
+    recorded = evaluation.get("checkpoint_identity")
+    if recorded is not None:
+        return None if recorded == content_identity(checkpoint) else f"{checkpoint.name} was rewritten since"
+    scored = evaluation.get("checkpoint")  # written before identities: the same checkpoint by name
+    return None if scored and Path(scored).name == checkpoint.name else f"it scored {scored}, not {checkpoint.name}"

@@ -23,6 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from opsd_sweep.analysis.checkpoints import step_of
 from opsd_sweep.analysis.stats import eval_sampling_variance
 from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
+from opsd_sweep.identity import evaluation_problem
 from opsd_sweep.legacy import upgrade_saved_config
 from opsd_sweep.runs import RunDir
 
@@ -244,12 +245,20 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
         row["simulated"] = simulated or bool(evaluation.get("simulated"))
         row |= eval_metrics(evaluation)
         row["eval_backend"] = evaluation.get("backend")
+        row["eval_problem"] = evaluation_problem(evaluation, _scored_checkpoint(run_dir, config),
+                                                 bool((config.get("eval") or {}).get("merge_lora")))
         try:
             samples = sample_rows(run_id, evaluation)
         except (KeyError, TypeError, AttributeError) as err:
             raise UnreadableRun(f"eval.json problems/samples malformed ({err!r})") from err
         row["eval_var"] = eval_variance_points(samples)
     return row, samples
+
+
+def _scored_checkpoint(run_dir: RunDir, config: dict) -> Path | None:
+    """The checkpoint a run dir's eval.json should score: its final one, or a standalone evaluation's."""
+    standalone = (config.get("eval") or {}).get("checkpoint")
+    return Path(standalone) if standalone else run_dir.latest_checkpoint()
 
 
 # --- external results ----------------------------------------------------------------------------
@@ -415,6 +424,8 @@ def _not_usable(row: dict) -> str | None:
         return f"state is {row['state']!r}: not finished"
     if "n_problems" not in row:
         return "state is 'done' but eval/eval.json is missing"
+    if row.get("eval_problem"):
+        return f"not today's scores ({row['eval_problem']}): the next rerun of its sweep evaluates it again"
     return None
 
 
