@@ -160,6 +160,22 @@ def standing(run_dir: RunDir, key_of: KeyOf, inputs_of: InputsOf) -> str | None:
     return why_not or "written under an earlier run key: the next rerun of its sweep takes it over"
 
 
+def known_inputs(run_dir: RunDir, key_of: KeyOf, inputs_of: InputsOf) -> dict[str, str] | None:
+    """The identities a dir's results depend on: its record, or for a dir written before records, today's
+    when provably unchanged (its key holds them, or no local input changed after it started); None when
+    unknown. Reads only."""
+    record = run_dir.read_identity()
+    if record is not None:
+        return record["inputs"]
+    saved = saved_run_config(run_dir)
+    if saved is None:
+        return None
+    inputs = inputs_of(saved)
+    if key_of(saved)[:8] == run_dir.path.name[-8:]:
+        return inputs
+    return inputs if not_this_run(run_dir, inputs, inputs_paths(saved, inputs)) is None else None
+
+
 def take_over_earlier(where: Location) -> RunDir:
     """The dir the run lives in, a dir of an earlier key taken over first (the cycle only: it writes)."""
     for note in where.notes:
