@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig, load_run_config, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.run.keys import EVAL_ONLY, eval_inputs, eval_key
 from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
@@ -54,6 +55,13 @@ def load_eval_config(cfg: DictConfig) -> RunConfig:
 
 
 def evaluate_standalone(run: RunConfig) -> dict:
+    """Evaluate unless up to date. Ctrl-C / SIGTERM mark the evaluation interrupted (a rerun resumes its
+    finished shards) and raise on: python -m opsd_sweep.evaluate exits 130 / 143, as a cycle does."""
+    with signals_raise():
+        return _evaluate_standalone(run)
+
+
+def _evaluate_standalone(run: RunConfig) -> dict:
     where = locate_eval(run)
     key, run_dir = where.key, take_over_earlier(where)
     claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
@@ -69,7 +77,12 @@ def evaluate_standalone(run: RunConfig) -> dict:
         checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None
         try:
             result = evaluate(run, checkpoint, run_dir.eval_dir)
-        except BaseException as err:
+        except KeyboardInterrupt as err:
+            run_dir.update_status(state="interrupted", ended_at=utc_now(),
+                                  error={"message": f"{err or 'interrupted by SIGINT'} while evaluating; run the "
+                                                    "same command again to resume", "log": None})
+            raise
+        except Exception as err:
             run_dir.update_status(state="failed", ended_at=utc_now(), error={"message": repr(err)})
             raise
         run_dir.update_status(state="done", ended_at=utc_now())

@@ -26,8 +26,10 @@ def eval_inputs(run: RunConfig) -> dict[str, str]:
 
 
 def eval_key(run: RunConfig) -> str:
-    """An evaluation's key: model, eval settings (checkpoint included) and seed."""
+    """An evaluation's key: model, eval settings, the checkpoint by content (rewritten in place, it is a
+    new evaluation) and seed."""
     semantic = semantic_dict(run)
+    semantic["eval"]["checkpoint"] = eval_inputs(run)["checkpoint"]
     return run_key({"kind": EVAL_ONLY, "model": semantic["model"], "eval": semantic["eval"], "seed": run.seed})
 
 
