@@ -3,7 +3,7 @@
 What enters the run key changes between versions (a new knob, the paths by identity), and each such
 change gives every existing run a new key: without this module a rerun would not find its finished
 runs (and train them again) and a summary would split one config into two. A saved config.yaml is read
-with the fields added since it was written set to the value such runs had (ADDED_FIELDS); a dir whose
+with the fields added since it was written set to the value such runs had (run/added.py); a dir whose
 config then has this run's key is this run when that is provable (`not_this_run`): its recorded
 identities (identity.json) equal today's, or, written before identities were recorded, none of its
 local inputs changed after the run started. Any other such dir is left as it is (stale, or a run of
@@ -25,26 +25,17 @@ from typing import Callable
 from omegaconf import OmegaConf
 
 from opsd_sweep.config import RunConfig, from_dict, input_paths, to_dict
+from opsd_sweep.run.added import ADDED
 from opsd_sweep.runs import (Claim, RunDir, atomic_write_text, claim_run, current_owner, find_run_dir, owner_alive,
                              read_json_or_none, release_run)
-
-# Fields added to the schema after runs existed -> the value every run written before them had. A new
-# config field must be listed here (tests/reliability/test_earlier_run_dirs.py loads a config.yaml written
-# by release 8c295b5 and fails without it).
-ADDED_FIELDS = {
-    "train.teacher": "fixed", "train.ema_decay": 0.999, "train.report_to": "none",
-    "train.wandb_project": "opsd_sweep", "eval.checkpoints": "final", "eval.average_last": 3,
-    "eval.suite": None, "eval.max_num_seqs": 256,
-}
-
 
 def upgrade_saved_config(saved: dict) -> dict:
     """A saved config.yaml (as a dict) with every field added since it was written set to its old value."""
     upgraded = copy.deepcopy(saved)
-    for dotted, value in ADDED_FIELDS.items():
+    for dotted, added in ADDED.items():
         section, name = dotted.split(".")
         if isinstance(upgraded.get(section), dict):
-            upgraded[section].setdefault(name, value)
+            upgraded[section].setdefault(name, copy.deepcopy(added.old))
     return upgraded
 
 
