@@ -236,12 +236,13 @@ def run_ours(args, model_dir: Path, problem_ids: list[str], prompts: list[list[i
     """Our evaluator's engines: one vLLM engine per GPU, CUDA graphs, shards pulled from one queue."""
     from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
     from opsd_sweep.evaluate.shards import ShardStore, fingerprint
+    from opsd_sweep.identity import evaluator_identity
 
     spec = EngineSpec(backend="vllm", model_path=str(model_dir), tokenizer_path=str(model_dir),
                       adapter_path=None, dtype="bfloat16", attn_implementation="sdpa", sampling=SAMPLING,
                       batch_size=256, max_num_seqs=256, max_in_flight=256, hf_cache="dynamic", tensor_parallel_size=1,
                       gpu_memory_utilization=GPU_MEMORY, max_model_len=MAX_MODEL_LEN, seed=SEED)
-    plan_id = fingerprint(spec, prompts, problem_ids, N_SAMPLES, N_SAMPLES, SEED)
+    plan_id = fingerprint(spec, evaluator_identity("vllm", None, False), prompts, problem_ids, N_SAMPLES, N_SAMPLES, SEED)
     store = ShardStore(work / "shards-ours", plan_id)
     store.remove()  # a timing run never resumes earlier shards
     store.prepare()

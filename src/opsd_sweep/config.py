@@ -15,8 +15,9 @@ from typing import Any, Callable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from opsd_sweep.backends import BACKENDS, vllm_installed
+from opsd_sweep.backends import BACKENDS
 from opsd_sweep.identity import path_identity
+from opsd_sweep.run.added import ADDED
 
 
 class ConfigError(ValueError):
@@ -233,11 +234,6 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
                           "train": ("compile", "report_to", "wandb_project"),
                           "tiny": ("dir",)}
 
-# Knobs added after runs existed, at the value those runs had: left out of the key there, so a finished
-# run keeps its directory. ema_decay counts only with the EMA teacher.
-KEY_OMITTED_WHEN = {("train", "teacher"): lambda train: train["teacher"] == "fixed",
-                    ("train", "ema_decay"): lambda train: train["teacher"] != "ema",
-                    ("eval", "checkpoints"): lambda e: e["checkpoints"] == "final"}
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
 EVAL_CHECKPOINTS = ("final", "all")
@@ -322,9 +318,6 @@ def validate(run: RunConfig) -> list[str]:
     need(0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = the fixed teacher, 0 = the "
                                 "student teacher)")
     need(t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}")
-    from opsd_sweep.trackers import missing_tracker_package  # (it imports this module)
-    tracker_problem = missing_tracker_package(t.report_to)
-    need(tracker_problem is None, str(tracker_problem))
     need(t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1")
     need(0 <= t.lora.dropout < 1, f"train.lora.dropout={t.lora.dropout} must be in [0, 1)")
     for key, template, fields in (("train.student_prompt", t.student_prompt, ("problem",)),
@@ -357,7 +350,9 @@ def validate(run: RunConfig) -> list[str]:
     need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")
     need(e.batch_size >= 1, f"eval.batch_size={e.batch_size} must be >= 1")
     need(e.max_num_seqs >= 1, f"eval.max_num_seqs={e.max_num_seqs} must be >= 1")
-    problems.extend(_check_vllm_can_run(run))
+    for key, backend in (("rollout.backend", run.rollout.backend), ("eval.backend", run.eval.backend)):
+        need(backend != "vllm" or t.num_gpus > 0,
+             f"{key}=vllm needs GPUs but train.num_gpus=0 (CPU); use {key}=auto or {key}=hf")
     need(e.shard_size >= 1, f"eval.shard_size={e.shard_size} must be >= 1")
     need(e.engines is None or e.engines >= 1, f"eval.engines={e.engines} must be >= 1 or null (one per GPU group)")
     need(e.tensor_parallel_size >= 1, f"eval.tensor_parallel_size={e.tensor_parallel_size} must be >= 1")
@@ -375,20 +370,6 @@ def validate(run: RunConfig) -> list[str]:
         need(sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
              "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0")
         need(sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1")
-    return problems
-
-
-def _check_vllm_can_run(run: RunConfig) -> list[str]:
-    """An explicit backend=vllm needs the package and GPUs; `auto` never fails (it falls back to hf)."""
-    problems = []
-    for key, backend in (("rollout.backend", run.rollout.backend), ("eval.backend", run.eval.backend)):
-        if backend != "vllm":
-            continue
-        if run.train.num_gpus == 0:
-            problems.append(f"{key}=vllm needs GPUs but train.num_gpus=0 (CPU); use {key}=auto or {key}=hf")
-        elif run.executor == "real" and not vllm_installed():
-            problems.append(f"{key}=vllm but vllm is not installed here: make install-gpu, or use {key}=auto "
-                            "(vllm where it runs, else hf)")
     return problems
 
 
@@ -427,13 +408,26 @@ def semantic_dict(run: RunConfig) -> dict:
         if data.get(section) is not None:
             for key in keys:
                 data[section].pop(key, None)
-    omitted = [(section, key) for (section, key), when in KEY_OMITTED_WHEN.items() if when(data[section])]
+    # knobs added after runs existed, at the value those runs had: out of the key, so they keep their dirs
+    omitted = [dotted.split(".") for dotted, added in ADDED.items()
+               if added.omitted_when is not None and added.omitted_when(data[dotted.split(".")[0]])]
     for section, key in omitted:
         data[section].pop(key)
-    tiny_dir = run.tiny.dir if run.tiny is not None else None
+    identities = input_identities(run)
     for section in ("model", "data", "eval"):
-        path = data[section]["path"]
-        data[section]["path"] = path_identity(path, is_local_path(path), tiny_dir)
-    for benchmark in (data["eval"].get("suite") or {}).values():  # eval=math_suite: each benchmark's table
-        benchmark["path"] = path_identity(benchmark["path"], is_local_path(benchmark["path"]), tiny_dir)
+        data[section]["path"] = identities[section]
+    for name, benchmark in (data["eval"].get("suite") or {}).items():
+        benchmark["path"] = identities[f"eval.suite.{name}"]
     return data
+
+
+def input_paths(run: RunConfig) -> dict[str, str]:
+    """Every input a run reads, by name: model, data, eval, and each table of an eval suite."""
+    paths = {"model": run.model.path, "data": run.data.path, "eval": run.eval.path}
+    return paths | {f"eval.suite.{name}": b.path for name, b in (run.eval.suite or {}).items()}
+
+
+def input_identities(run: RunConfig) -> dict[str, str]:
+    """The identity of each input (identity.path_identity): what enters the run key and a run dir's record."""
+    tiny_dir = run.tiny.dir if run.tiny is not None else None
+    return {name: path_identity(path, is_local_path(path), tiny_dir) for name, path in input_paths(run).items()}

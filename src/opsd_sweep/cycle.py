@@ -24,10 +24,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import backends
-from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.config import RunConfig, input_identities, load_run_config, to_dict
+from opsd_sweep.identity import evaluation_problem
 from opsd_sweep.interrupt import signals_raise
-from opsd_sweep.legacy import find_or_adopt
+from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
+from opsd_sweep.run.keys import cycle_key
 from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
                              atomic_write_text, claim_run, current_owner, owner_alive, read_json,
                              release_run, run_key, run_slug, slurm_job_id, slurm_job_state, utc_now)
@@ -59,16 +61,16 @@ def last_error_line(log: Path) -> str | None:
     return said[:300] if said else None
 
 
-def cycle_key(run: RunConfig) -> str:
-    return run_key(semantic_dict(run))
+def locate(run: RunConfig) -> Location:
+    """Where this run lives (see legacy.Location); reads only (the launcher's grid check and probe call it)."""
+    slug = run_slug(run.learning_rate, run.clip, run.loss_top_k, run.seed)
+    return locate_dir(Path(run.results_root) / run.group, run, slug, cycle_key, input_identities)
 
 
 def locate_run(run: RunConfig) -> tuple[str, RunDir]:
-    """This run's key and dir: the existing dir of the key, else one written under an earlier key
-    (legacy.py), else a new one."""
-    key = cycle_key(run)
-    slug = run_slug(run.learning_rate, run.clip, run.loss_top_k, run.seed)
-    return key, find_or_adopt(Path(run.results_root) / run.group, key, slug, cycle_key)
+    """This run's key and the dir it runs in; reads only."""
+    where = locate(run)
+    return where.key, where.run_dir
 
 
 def visible_gpus() -> list[str]:
@@ -112,31 +114,42 @@ def run_cycle(run: RunConfig) -> dict:
 
 
 def _run_cycle(run: RunConfig) -> dict:
-    key, run_dir = locate_run(run)
-    result = {"key": key, "run_dir": str(run_dir.path)}
-    status = settled_status(run_dir)
+    where = locate(run)
+    key = where.key
+    result = {"key": key, "run_dir": str(where.run_dir.path)}
+    try:
+        run_dir = take_over_earlier(where)
+    except RunClaimedError as err:  # the earlier dir was claimed since it was located
+        print(f"[opsd_sweep] skip {where.current.path.name}: {err}", flush=True)
+        return result | {"state": "skipped", "reason": "claimed", "detail": str(err)}
+    status = settled_status(run, run_dir)
     skip = skip_reason(run, status)
-    if skip is None or status.get("recovered"):  # a recovered status is written back under the claim
+    unrecorded = status.get("state") == "done" and run_dir.read_identity() is None  # done before records
+    if skip is None or status.get("recovered") or unrecorded:  # written back under the claim
         try:
             claim = claim_run(run_dir)
         except RunClaimedError as err:
-            skip = "claimed", str(err)
+            if skip is None or status.get("recovered"):  # a done run stays done; its record waits for a rerun
+                skip = "claimed", str(err)
         else:
             try:
                 # Read again under the claim: another sweep may have finished the run meanwhile.
-                previous = settled_status(run_dir)
+                previous = settled_status(run, run_dir)
                 skip = skip_reason(run, previous)
                 if skip is None:
-                    return result | _run_claimed(run, key, run_dir, previous, claim)
+                    return result | _run_claimed(run, where, run_dir, previous, claim)
                 if previous.get("recovered"):
                     run_dir.update_status()  # the unreadable file is kept aside as status.json.unreadable
+                if run_dir.read_identity() is None:  # its key holds today's identities: they are its own
+                    run_dir.write_identity(key, where.inputs)
             finally:
                 release_run(claim)
     print(f"[opsd_sweep] skip {run_dir.path.name}: {skip[1]}", flush=True)
     return result | {"state": "skipped", "reason": skip[0], "detail": skip[1]}
 
 
-def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
+def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
+    key = where.key
     if run.force and previous.get("state") == "done":  # a forced rerun starts from scratch
         shutil.rmtree(run_dir.train_dir, ignore_errors=True)
         shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
@@ -144,7 +157,11 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
     if previous.get("eval_unreadable"):
         print(f"[opsd_sweep] {run_dir.path.name}: {run_dir.eval_json} does not read back; evaluating again "
               "from the final checkpoint (no retraining)", flush=True)
+    if previous.get("eval_again"):
+        print(f"[opsd_sweep] {run_dir.path.name}: evaluating again from the final checkpoint (training kept): "
+              f"{previous['eval_again']}", flush=True)
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
+    run_dir.write_identity(key, where.inputs)
     phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
     gpu_hours = previous.get("gpu_hours") if isinstance(previous.get("gpu_hours"), (int, float)) else 0.0
     owner = claim.owner
@@ -197,21 +214,27 @@ def _final_checkpoint(run: RunConfig, run_dir: RunDir) -> Path | None:
 
 
 def _phase_complete(phase: str, run: RunConfig, run_dir: RunDir) -> bool:
-    """Training is complete at the final checkpoint; evaluation when eval.json is of that checkpoint."""
+    """Training is complete at the final checkpoint; evaluation when eval.json holds today's scores of
+    that checkpoint (identity.evaluation_problem)."""
     final = _final_checkpoint(run, run_dir)
     if phase == "train" or final is None:
         return final is not None
     evaluation = run_dir.read_eval()
-    return evaluation is not None and evaluation.get("checkpoint") == str(final)
+    return evaluation is not None and evaluation_problem(evaluation, final, run.eval.merge_lora) is None
 
 
-def settled_status(run_dir: RunDir) -> dict:
+def settled_status(run: RunConfig, run_dir: RunDir) -> dict:
     """status.json as the skip decision reads it: a run marked done whose eval.json does not read back
-    (truncated, corrupted) is not done: its evaluation runs again, from the checkpoint it already has."""
+    (truncated, corrupted) or does not hold today's scores of its checkpoint (an evaluator since found
+    wrong) is not done: its evaluation runs again, from the checkpoint it already has."""
     status = run_dir.read_status()
-    if status.get("state") == "done" and run_dir.read_eval() is None:
+    if status.get("state") != "done":
+        return status
+    evaluation = run_dir.read_eval()
+    if evaluation is None:
         return status | {"state": "evaluating", "eval_unreadable": True}
-    return status
+    again = evaluation_problem(evaluation, _final_checkpoint(run, run_dir), run.eval.merge_lora)
+    return status | {"state": "evaluating", "eval_again": again} if again else status
 
 
 def _split_phase_seconds(phase: str, seconds: float, run: RunConfig, run_dir: RunDir) -> dict[str, float]:
@@ -306,9 +329,12 @@ def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
     or 'failed' (settled: skip it), 'wait' (a live process or a queued SLURM job holds it) or 'submit';
     the run as run_cycle names it ({key, run_dir}), for the answer the launcher gives in the job's place."""
     run = load_run_config(job_cfg)
-    key, run_dir = locate_run(run)
-    where = {"key": key, "run_dir": str(run_dir.path)}
-    skip = skip_reason(run, settled_status(run_dir))
+    location = locate(run)
+    run_dir = location.current
+    where = {"key": location.key, "run_dir": str(location.run_dir.path)}
+    if location.earlier is not None:  # the cycle takes it over (a rename, under its claim), then skips it if done
+        return "submit", f"to take over {location.earlier.path.name}, written under an earlier run key", where
+    skip = skip_reason(run, settled_status(run, run_dir))
     if skip is not None:
         return *skip, where
     owner = current_owner(run_dir)
@@ -322,7 +348,7 @@ def probe_job(job_cfg: DictConfig) -> tuple[str, str, dict]:
 
 def record_submitted_job(job_cfg: DictConfig, job_id: str) -> None:
     """Remember the SLURM job that will run this run, so a re-run of the sweep waits for it."""
-    _, run_dir = locate_run(load_run_config(job_cfg))
+    run_dir = locate(load_run_config(job_cfg)).current  # an earlier-key dir takes it along when renamed
     atomic_write_json(run_dir.submission, {"job_id": job_id, "submitted_at": utc_now()})
 
 
@@ -333,7 +359,8 @@ def record_lost_job(job_cfg: DictConfig, error: dict, owner: dict) -> None:
     now, or that has already settled, is left alone.
     """
     run = load_run_config(job_cfg)
-    key, run_dir = locate_run(run)
+    location = locate(run)
+    key, run_dir = location.key, location.current
     status = run_dir.read_status()
     if status.get("state") in ("done", "failed", "interrupted"):  # interrupted: it said so itself; resumable
         return

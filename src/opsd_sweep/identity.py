@@ -8,6 +8,11 @@ Weights are not hashed (GBs per job), and config + sizes alone would give two fi
 base one key; so a moved model directory gets a new key (its runs are repeated, never mixed up), and
 weights rewritten in place get a new key too. Paths inside the tiny world's directory are identified
 by their place in it: the tiny settings, already in the key, decide what they hold.
+
+A checkpoint is identified by its content alone (`content_identity`: the same fingerprint without its
+place), so a run dir renamed by a takeover keeps its checkpoints' identities and an adapter rewritten at
+the same path gets a new one. The evaluator that scored a checkpoint is identified by its backend, how
+it serves the trained model, and a version (`evaluator_identity`, EVALUATOR_VERSIONS).
 """
 
 from __future__ import annotations
@@ -18,6 +23,17 @@ import os
 from pathlib import Path
 
 SMALL_FILE_BYTES = 64 << 20  # files up to this size are hashed whole (configs, tokenizers, data tables)
+
+
+def content_identity(path: Path | str) -> str:
+    """What a checkpoint (an adapter or model dir, or one file) holds, independent of where it is."""
+    target = Path(path)
+    if target.is_file():
+        stat = target.stat()
+        return f"file:{stat.st_size}:{_file_sha256(str(target), stat.st_size, stat.st_mtime_ns)}"
+    if target.is_dir():
+        return f"dir:{_dir_fingerprint(target)}"
+    return f"missing:{target}"
 
 
 def path_identity(path: str, local: bool, tiny_dir: str | None) -> str:
@@ -60,3 +76,68 @@ def _dir_fingerprint(root: Path) -> str:
                 what = f"{stat.st_size}:{stat.st_mtime_ns}"
             digest.update(f"{path.relative_to(root)}={what}\n".encode())
     return digest.hexdigest()[:16]
+
+
+# How the evaluator serves the model it scores -> its version. Bump a version when a change to that way
+# of serving alters scores: every eval.json recorded with an older one is evaluated again from its
+# checkpoint (training kept). A way of serving removed from this table counts as wrong too.
+EVALUATOR_VERSIONS = {
+    "base model": 1,                 # no adapter: the model dir or hub id as is
+    "hf unmerged adapter": 1,        # a PeftModel, the trained model bit for bit (since 174b541)
+    "vllm LoRARequest": 1,           # the adapter served unmerged by vLLM (eval or the trainer's engine)
+    "vllm merge_lora": 1,            # merged in float32, saved in the model's dtype (since 174b541)
+    "full model dir": 1,             # eval.checkpoint is a whole model
+}
+
+
+def serving(backend: str, checkpoint: Path | None, merge_lora: bool) -> str:
+    """How `backend` serves `checkpoint` (None: the base model); a key of EVALUATOR_VERSIONS."""
+    if checkpoint is None:
+        return "base model"
+    if not (Path(checkpoint) / "adapter_config.json").exists():
+        return "full model dir"
+    if backend == "hf":
+        return "hf unmerged adapter"
+    return "vllm merge_lora" if merge_lora else "vllm LoRARequest"
+
+
+def evaluator_identity(backend: str, checkpoint: Path | None, merge_lora: bool) -> dict:
+    """The evaluator record an eval.json carries: {backend, serving, version}."""
+    how = serving(backend, checkpoint, merge_lora)
+    return {"backend": backend, "serving": how, "version": EVALUATOR_VERSIONS[how]}
+
+
+def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool) -> str | None:
+    """Why the scores in `evaluation` (an eval.json of `checkpoint`) come from an evaluator recorded or
+    known to be wrong, or None. An eval.json written before evaluator records existed is judged by what it
+    shows: before 174b541 the hf backend scored an adapter merged into bf16 weights (small updates
+    rounded away) and vLLM's merge_lora merged in bf16."""
+    if evaluation.get("backend") == "simulate" or evaluation.get("simulated"):
+        return None
+    record = evaluation.get("evaluator")
+    if isinstance(record, dict):
+        current = EVALUATOR_VERSIONS.get(record.get("serving"))
+        if current is None or record.get("version") != current:
+            return (f"its evaluator ({record.get('backend')}, {record.get('serving')}, version "
+                    f"{record.get('version')}) has since been found wrong (now version {current})")
+        return None
+    how = serving(str(evaluation.get("backend")), checkpoint, merge_lora)
+    if how == "hf unmerged adapter":
+        return ("it was scored by the hf backend before it served the unmerged adapter (a bf16 merge that "
+                "rounds small updates away)")
+    if how == "vllm merge_lora":
+        return "it was scored by vLLM merge_lora before the merge was computed in float32"
+    return None
+
+
+def evaluation_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool) -> str | None:
+    """Why an eval.json does not hold today's scores of `checkpoint`: its evaluator is wrong
+    (evaluator_problem), or it scored other weights than the checkpoint holds now. None: it does."""
+    wrong = evaluator_problem(evaluation, checkpoint, merge_lora)
+    if wrong is not None or checkpoint is None:
+        return wrong
+    recorded = evaluation.get("checkpoint_identity")
+    if recorded is not None:
+        return None if recorded == content_identity(checkpoint) else f"{checkpoint.name} was rewritten since"
+    scored = evaluation.get("checkpoint")  # written before identities: the same checkpoint by name
+    return None if scored and Path(scored).name == checkpoint.name else f"it scored {scored}, not {checkpoint.name}"

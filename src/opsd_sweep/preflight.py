@@ -1,6 +1,8 @@
-"""Checks of a run config against the files it names, before any compute: the model, data and eval
-sources exist (locally, or in the hub cache when offline), data files are not empty, and loss_top_k
-fits the model's vocabulary. Reads config files and the first record of each table, never weights.
+"""Checks of a run config against this machine and the files it names, before any compute: the
+packages it asks for are installed (vllm for backend=vllm, the tracker of train.report_to), the model,
+data and eval sources exist (locally, or in the hub cache when offline), data files are not empty, and
+loss_top_k fits the model's vocabulary. Reads config files and the first record of each table, never
+weights.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import json
 import os
 from pathlib import Path
 
+from opsd_sweep.backends import vllm_installed
 from opsd_sweep.config import RunConfig, is_local_path
+from opsd_sweep.trackers import missing_tracker_package
 
 
 def preflight_problems(run: RunConfig, train: bool) -> list[str]:
@@ -22,7 +26,7 @@ def preflight_problems(run: RunConfig, train: bool) -> list[str]:
     if run.executor == "simulate":
         return []
     tiny = Path(run.tiny.dir) if run.tiny is not None else None
-    problems = []
+    problems = _package_problems(run, train)
     model_config = None
     if not _unbuilt_tiny(run.model.path, tiny):
         problem, model_config = _model_config(run.model.path)
@@ -40,6 +44,17 @@ def preflight_problems(run: RunConfig, train: bool) -> list[str]:
         problems.append(f"loss_top_k={run.loss_top_k} exceeds the vocabulary of model.path={run.model.path} "
                         f"({vocab} tokens); set loss_top_k <= {vocab} or null (the full vocabulary)")
     return problems
+
+
+def _package_problems(run: RunConfig, train: bool) -> list[str]:
+    """An explicit backend=vllm needs the vllm package (`auto` never fails: it falls back to hf); a
+    tracker needs its package."""
+    backends = [("rollout.backend", run.rollout.backend)] if train else []
+    problems = [f"{key}=vllm but vllm is not installed here: make install-gpu, or use {key}=auto (vllm where "
+                "it runs, else hf)" for key, backend in [*backends, ("eval.backend", run.eval.backend)]
+                if backend == "vllm" and not vllm_installed()]
+    tracker = missing_tracker_package(run.train.report_to) if train else None
+    return problems + ([tracker] if tracker else [])
 
 
 def _unbuilt_tiny(path: str, tiny: Path | None) -> bool:

@@ -95,6 +95,20 @@ class RunDir:
         return self.path / "status.json"
 
     @property
+    def identity(self) -> Path:
+        """The identities of the inputs the run's results depend on, recorded when the run starts."""
+        return self.path / "identity.json"
+
+    def read_identity(self) -> dict | None:
+        """identity.json as {key, inputs: {name: identity}, recorded_at}, or None (not recorded: a dir of a
+        release before records, or one that does not read back)."""
+        record = read_json_or_none(self.identity)
+        return record if isinstance(record, dict) and isinstance(record.get("inputs"), dict) else None
+
+    def write_identity(self, key: str, inputs: dict[str, str]) -> None:
+        atomic_write_json(self.identity, {"key": key, "inputs": inputs, "recorded_at": utc_now()})
+
+    @property
     def claims(self) -> Path:
         """Numbered claim files (see claim_run); the highest number is the current owner."""
         return self.path / "claims"

@@ -101,12 +101,15 @@ def simulate_run(run: RunConfig, run_dir: RunDir) -> dict:
     """Write train/metrics.jsonl and eval/eval.json for one simulated run; return the eval.json dict.
 
     The draw is a pure function of the run's semantic config, so a rerun of the same run writes the same
-    numbers. The model, data and eval paths are left out of it: the noise model reads none of them.
+    numbers. Hub ids and tiny-world paths are left out of it (the noise model reads none of them); a local
+    file or directory enters by its content, so a run of an input edited in place is another draw, as a
+    real run of other data would be.
     """
     sim = run.simulate
     semantic = semantic_dict(run)
     for section in ("model", "data", "eval"):
-        semantic[section].pop("path")
+        if not semantic[section]["path"].startswith(("file:", "dir:")):
+            semantic[section].pop("path")
     rng = np.random.default_rng([sim.noise_seed, int(run_key(semantic), 16)])
     true = true_score(sim, run)
     rates = draw_run_rates(np.array([true]), sim, rng)[0]

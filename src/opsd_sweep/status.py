@@ -2,7 +2,10 @@
 
 One row per run dir: state, phase, training step progress (from train/metrics.jsonl), elapsed time,
 ETA of the training phase (ETA), GPU-hours, where it runs. A run whose status says training/evaluating but
-whose owner is gone (a killed sweep) shows as 'interrupted': re-running its sweep resumes it.
+whose owner is gone (a killed sweep) shows as 'interrupted': re-running its sweep resumes it. A dir that
+a rerun of its own config would not use as it is says why: 'stale' (written before identities were
+recorded, its inputs not provably unchanged: left as it is), a run of inputs since changed, or a dir of
+an earlier run key that the next rerun takes over.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from opsd_sweep import legacy
 from opsd_sweep.console import table_console
+from opsd_sweep.run.keys import keying
 from opsd_sweep.runs import RunDir, current_owner, owner_alive, read_json
 
-ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "done")
+ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "stale", "done")
 STYLE = {"training": "cyan", "evaluating": "cyan", "pending": "yellow", "queued": "yellow",
-         "interrupted": "magenta", "failed": "red", "done": "green"}
+         "interrupted": "magenta", "failed": "red", "stale": "red", "done": "green"}
 ACTIVE = ("pending", "training", "evaluating")
 
 
@@ -101,6 +106,10 @@ def run_row(run_dir: RunDir, root: Path) -> RunRow:
         where += f" GPU {','.join(map(str, status['gpus']))}"
     error = (status.get("error") or {}).get("message") or ""
     note = error.strip().splitlines()[0][:80] if error and state == "failed" else status.get("recovered", "")
+    standing = None if state in ACTIVE else legacy.standing(run_dir, *keying(status.get("kind")))
+    if standing is not None:  # a settled dir a rerun of its config would not use as it is
+        state = "stale" if standing.startswith("stale") else state
+        note = standing.removeprefix("stale: ")
     gpu_hours = status.get("gpu_hours") if isinstance(status.get("gpu_hours"), (int, float)) else 0.0
     return RunRow(name, state, step, max_steps,
                   _seconds_between(status.get("started_at"), status.get("ended_at")), eta, gpu_hours, where, note)

@@ -33,14 +33,34 @@ def test_sample_seeds_do_not_depend_on_sharding_or_order():
     assert len(set(seeds(plan_shards(IDS, 4, 5, seed=1)).values())) == 12
 
 
+EVALUATOR = {"backend": "hf", "serving": "base model", "version": 1}
+
+
+def fingerprint_of(spec, *plan):
+    return fingerprint(spec, EVALUATOR, *plan)
+
+
 def test_fingerprint_ignores_layout_but_not_what_is_sampled():
-    base = fingerprint(SPEC, [[1, 2]], IDS, 4, 5, 1)
-    assert fingerprint(replace(SPEC, batch_size=64, tensor_parallel_size=2, max_model_len=99), [[1, 2]], IDS, 4, 5,
+    base = fingerprint(SPEC, EVALUATOR, [[1, 2]], IDS, 4, 5, 1)
+    assert fingerprint_of(replace(SPEC, batch_size=64, tensor_parallel_size=2, max_model_len=99), [[1, 2]], IDS, 4, 5,
                        1) == base
-    assert fingerprint(replace(SPEC, adapter_path="/ckpt"), [[1, 2]], IDS, 4, 5, 1) != base
-    assert fingerprint(replace(SPEC, sampling=Sampling(0.7, 1.0, -1, 8, 0)), [[1, 2]], IDS, 4, 5, 1) != base
-    assert fingerprint(SPEC, [[1, 3]], IDS, 4, 5, 1) != base
-    assert fingerprint(SPEC, [[1, 2]], IDS, 4, 5, 2) != base
+    assert fingerprint_of(replace(SPEC, adapter_path="/ckpt"), [[1, 2]], IDS, 4, 5, 1) != base
+    assert fingerprint_of(replace(SPEC, sampling=Sampling(0.7, 1.0, -1, 8, 0)), [[1, 2]], IDS, 4, 5, 1) != base
+    assert fingerprint(SPEC, EVALUATOR, [[1, 3]], IDS, 4, 5, 1) != base
+    assert fingerprint(SPEC, EVALUATOR, [[1, 2]], IDS, 4, 5, 2) != base
+    assert fingerprint(SPEC, EVALUATOR | {"version": 2}, [[1, 2]], IDS, 4, 5, 1) != base
+
+
+def test_fingerprint_follows_the_adapters_content_not_its_path(tmp_path):
+    adapter = tmp_path / "checkpoint-3"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights one")
+    before = fingerprint_of(replace(SPEC, adapter_path=str(adapter)), [[1, 2]], IDS, 4, 5, 1)
+    moved = tmp_path / "elsewhere"
+    adapter.rename(moved)
+    assert fingerprint_of(replace(SPEC, adapter_path=str(moved)), [[1, 2]], IDS, 4, 5, 1) == before
+    (moved / "adapter_model.safetensors").write_bytes(b"weights two")  # rewritten at the same path
+    assert fingerprint_of(replace(SPEC, adapter_path=str(moved)), [[1, 2]], IDS, 4, 5, 1) != before
 
 
 def test_store_keeps_its_plan_and_drops_another(tmp_path):

@@ -27,7 +27,7 @@ def earlier_run(results: Path) -> Path:
 
 
 def test_the_saved_config_of_the_last_release_loads_with_todays_schema():
-    # fails when a config field is added without its old value in legacy.ADDED_FIELDS
+    # fails when a config field is added without its old value in run/added.py
     run = saved_run_config(RunDir(FIXTURE))
     assert run is not None
     assert (run.train.teacher, run.eval.checkpoints, run.eval.suite) == ("fixed", "final", None)

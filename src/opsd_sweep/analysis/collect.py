@@ -8,6 +8,7 @@ listed too, because the statistics use only runs whose state is `done` with a sc
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import math
 import re
@@ -23,7 +24,10 @@ from omegaconf.errors import OmegaConfBaseException
 from opsd_sweep.analysis.checkpoints import step_of
 from opsd_sweep.analysis.stats import eval_sampling_variance
 from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
+from opsd_sweep.identity import evaluation_problem
+from opsd_sweep import legacy
 from opsd_sweep.legacy import upgrade_saved_config
+from opsd_sweep.run.keys import EVAL_ONLY, keying
 from opsd_sweep.runs import RunDir
 
 RUN_DIR_NAME = re.compile(r"-[0-9a-f]{8}$")  # <slug>-<key8>: names a run dir even when it is empty
@@ -233,6 +237,9 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
     row = {"run_id": run_id, "run_dir": str(run_dir.path), "source": str(run_dir.path.parent),
            "external": False, "simulated": simulated, "state": status.get("state", "unknown")}
     row |= {f"cfg.{k}": v for k, v in flatten(config).items()}
+    inputs = legacy.known_inputs(run_dir, *keying(status.get("kind")))
+    inputs = inputs or {name: UNRECORDED for name in input_names(config, status.get("kind"))}
+    row |= {f"{IDENTITY}{name}": identity for name, identity in inputs.items()}
     row |= gpu_hours(status) | {"ended_at": status.get("ended_at")}
     row |= training_diagnostics(run_dir)
     row["rollout_backend"] = last_metrics_value(run_dir, "rollout_backend")
@@ -244,12 +251,30 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
         row["simulated"] = simulated or bool(evaluation.get("simulated"))
         row |= eval_metrics(evaluation)
         row["eval_backend"] = evaluation.get("backend")
+        row["eval_problem"] = evaluation_problem(evaluation, _scored_checkpoint(run_dir, config),
+                                                 bool((config.get("eval") or {}).get("merge_lora")))
         try:
             samples = sample_rows(run_id, evaluation)
         except (KeyError, TypeError, AttributeError) as err:
             raise UnreadableRun(f"eval.json problems/samples malformed ({err!r})") from err
         row["eval_var"] = eval_variance_points(samples)
     return row, samples
+
+
+IDENTITY = "id."  # columns of the recorded identity of each input: id.data, id.eval, id.eval.suite.<name>, ...
+UNRECORDED = "unrecorded"  # written before records, its inputs not provably unchanged
+
+
+def input_names(config: dict, kind: str | None) -> list[str]:
+    """The inputs a run's results depend on, by name (run.keys: a cycle's or a standalone evaluation's)."""
+    suite = [f"eval.suite.{name}" for name in ((config.get("eval") or {}).get("suite") or {})]
+    return ["model", "eval", *suite, "checkpoint" if kind == EVAL_ONLY else "data"]
+
+
+def _scored_checkpoint(run_dir: RunDir, config: dict) -> Path | None:
+    """The checkpoint a run dir's eval.json should score: its final one, or a standalone evaluation's."""
+    standalone = (config.get("eval") or {}).get("checkpoint")
+    return Path(standalone) if standalone else run_dir.latest_checkpoint()
 
 
 # --- external results ----------------------------------------------------------------------------
@@ -307,9 +332,26 @@ def short_names(columns: list[str]) -> dict[str, str]:
     return names
 
 
-def label_runs(runs: pd.DataFrame, axes: list[str]) -> pd.Series:
-    """A short human label per run from its varying columns, e.g. 'lr=5e-06 clip=0.05 [simulated]'; an
-    untrained run (train.max_steps=0) is 'base model' whatever its training knobs say."""
+def varying_identities(runs: pd.DataFrame) -> list[str]:
+    """The id.* columns (recorded input identities) whose value differs between run-dir runs."""
+    own = runs[~runs["external"].astype(bool)] if "external" in runs else runs
+    return [c for c in runs.columns if c.startswith(IDENTITY) and own[c].astype(str).nunique(dropna=False) > 1]
+
+
+def identity_label(row: pd.Series, column: str) -> str:
+    """'data=F.jsonl#1a2b3c4d': the input by file name and a digest of its identity (an input edited in
+    place keeps its name and gets another digest)."""
+    name = column.removeprefix(IDENTITY)
+    path = row.get(f"cfg.{name}.path", row.get("cfg.eval.checkpoint") if name == "checkpoint" else None)
+    identity = str(row[column])
+    digest = identity if identity == UNRECORDED else hashlib.sha256(identity.encode()).hexdigest()[:8]
+    return f"{name}={Path(str(path)).name if path else identity}#{digest}"
+
+
+def label_runs(runs: pd.DataFrame, axes: list[str], identities: list[str] = ()) -> pd.Series:
+    """A short human label per run from its varying columns, e.g. 'lr=5e-06 clip=0.05 [simulated]', and the
+    inputs whose identities vary (identity_label); an untrained run (train.max_steps=0) is 'base model'
+    whatever its training knobs say."""
     names = short_names(axes)
     labels = []
     for _, row in runs.iterrows():
@@ -320,6 +362,7 @@ def label_runs(runs: pd.DataFrame, axes: list[str]) -> pd.Series:
         parts = [BASE_MODEL_LABEL] if untrained else []
         parts += [f"{names[c]}={_format_value(row[c])}" for c in axes
                   if not (untrained and c.startswith(TRAINING_KNOBS))]
+        parts += [identity_label(row, c) for c in identities if not (untrained and c == f"{IDENTITY}data")]
         label = " ".join(parts) or "all runs"
         labels.append(f"{label} [simulated]" if row.get("simulated") else label)
     return pd.Series(labels, index=runs.index, dtype=object)
@@ -363,8 +406,11 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         fixed = {c: runs[c].iloc[0] for c in runs.columns if c.startswith("cfg.") and c not in axes
                  and c != "cfg.seed" and _semantic(c)}
         # nothing swept: name runs by the learning rate, so they read well beside external results
-        named = [c for c in axes if c != "cfg.executor"]  # the [simulated] mark says it
-        runs["label"] = label_runs(runs, named or [c for c in ("cfg.learning_rate",) if c in runs])
+        identities = varying_identities(runs)
+        # the [simulated] mark says the executor; an input whose identity varies is named by its identity
+        named = [c for c in axes if c != "cfg.executor"
+                 and not any(c.startswith(f"cfg.{i.removeprefix(IDENTITY)}.path") for i in identities)]
+        runs["label"] = label_runs(runs, named or [c for c in ("cfg.learning_rate",) if c in runs], identities)
         keep = [c for c in runs.columns if not c.startswith("cfg.") or c in axes or c == "cfg.seed"]
         runs = runs[keep].copy()
     frames = [runs] + [read_external(path) for path in external]
@@ -377,11 +423,11 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
 
 
 def count_each_run_once(runs: pd.DataFrame, finished: set[str]) -> tuple[pd.DataFrame, list[dict]]:
-    """Finished runs of one config and seed in two dirs (e.g. one written before a change of the run key,
-    or a data file edited in place) are one run, not two seeds: the last finished one is kept, the others
+    """Finished runs of one config, input identities and seed in two dirs (e.g. one written before a change
+    of the run key) are one run, not two seeds: the last finished one is kept, the others
     are left out and listed."""
     done = runs[runs["run_id"].isin(finished)]
-    same_run = [c for c in runs.columns if c.startswith("cfg.") and _semantic(c)]
+    same_run = [c for c in runs.columns if (c.startswith("cfg.") and _semantic(c)) or c.startswith(IDENTITY)]
     identity = [json.dumps(r, sort_keys=True, default=str) for r in done[same_run].to_dict("records")]
     order = done.assign(same_as=identity).sort_values("ended_at", na_position="first", kind="stable")
     kept = order.drop_duplicates("same_as", keep="last")
@@ -415,6 +461,8 @@ def _not_usable(row: dict) -> str | None:
         return f"state is {row['state']!r}: not finished"
     if "n_problems" not in row:
         return "state is 'done' but eval/eval.json is missing"
+    if row.get("eval_problem"):
+        return f"not today's scores ({row['eval_problem']}): the next rerun of its sweep evaluates it again"
     return None
 
 

@@ -8,10 +8,16 @@ import sys
 
 from opsd_sweep.evaluate.evaluator import main as evaluate_run_dir
 from opsd_sweep.evaluate.standalone import main as evaluate_standalone
+from opsd_sweep.interrupt import exit_code
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     if len(args) == 1 and "=" not in args[0] and not args[0].startswith("-"):
         evaluate_run_dir(args[0])
     else:
-        evaluate_standalone()
+        try:
+            evaluate_standalone()
+        except KeyboardInterrupt as err:  # marked interrupted (standalone.py); finished shards are kept
+            print(f"[evaluate] {err or 'interrupted by SIGINT'}: run the same command again to resume",
+                  file=sys.stderr)
+            sys.exit(exit_code(err))

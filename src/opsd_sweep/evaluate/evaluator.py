@@ -27,6 +27,7 @@ from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
+from opsd_sweep.identity import content_identity, evaluator_identity
 from opsd_sweep.modeling import load_tokenizer
 from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none, utc_now
 from opsd_sweep.trackers import log_eval
@@ -148,10 +149,11 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     check_fits(run, prompts)
     ids = [p.id for p in problems]
     shards = plan_shards(ids, e.n_samples, e.shard_size, run.seed)
-    plan = fingerprint(spec, prompts, ids, e.n_samples, e.shard_size, run.seed)
+    evaluator = evaluator_identity(e.backend, checkpoint, e.merge_lora)
+    plan = fingerprint(spec, evaluator, prompts, ids, e.n_samples, e.shard_size, run.seed)
     out = eval_dir / "eval.json"
     existing = read_json_or_none(out)  # a torn or corrupted eval.json is written again
-    if isinstance(existing, dict) and existing.get("fingerprint") == plan:
+    if isinstance(existing, dict) and existing.get("fingerprint") == plan and existing.get("evaluator") == evaluator:
         print(f"[evaluate] {out} is up to date (plan {plan}); nothing to do", flush=True)
         return existing
     groups = [gpus[:1]] if attach else engine_groups(e.backend, e.tensor_parallel_size, e.engines, gpus)
@@ -175,7 +177,8 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
         "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
                      "max_tokens": e.max_new_tokens, "thinking": e.thinking},
         "model": run.model.name, "checkpoint": str(checkpoint) if checkpoint else None, "backend": e.backend,
-        "seed": run.seed, "fingerprint": plan, "created_at": utc_now(),
+        "seed": run.seed, "fingerprint": plan, "created_at": utc_now(), "evaluator": evaluator,
+        "checkpoint_identity": content_identity(checkpoint) if checkpoint else None,
         "timing": {"engines": len(groups), "engine": "the trainer's rollout engine" if attach else "own",
                    "resumed_shards": resumed, "total_shards": len(shards),
                    "generation_seconds": round(generation_seconds, 2),

@@ -3,7 +3,7 @@
 Jobs are ordered sample-major (sample 0 of every problem, then sample 1, ...), so each shard mixes
 problems and shards cost about the same: engines that pull shards from one queue stay balanced.
 Each finished shard is one JSON file written atomically; a rerun skips the files that exist, as long
-as the plan's fingerprint (model, checkpoint, prompts, sampling, seeds) is unchanged.
+as the plan's fingerprint (weights by content, evaluator, prompts, sampling, seeds) is unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from opsd_sweep.evaluate.generate import EngineSpec, Job, Sample, Shard
+from opsd_sweep.identity import content_identity
 from opsd_sweep.runs import atomic_write_json, read_json
 
 
@@ -36,15 +37,22 @@ def plan_shards(problem_ids: list[str], n_samples: int, shard_size: int, seed: i
             for index, start in enumerate(range(0, len(jobs), shard_size))]
 
 
-def fingerprint(spec: EngineSpec, prompts: list[list[int]], problem_ids: list[str], n_samples: int,
-                shard_size: int, seed: int) -> str:
-    """What the samples depend on: engine identity, sampling, prompts and the plan — not GPU layout,
-    batch sizes or memory settings, which may change between a killed run and its resume."""
-    identity = {"backend": spec.backend, "model": spec.model_path, "adapter": spec.adapter_path,
-                "tokenizer": spec.tokenizer_path, "dtype": spec.dtype, "sampling": asdict(spec.sampling),
+def fingerprint(spec: EngineSpec, evaluator: dict, prompts: list[list[int]], problem_ids: list[str],
+                n_samples: int, shard_size: int, seed: int) -> str:
+    """What the samples depend on: the weights served (by content: an adapter rewritten at the same path
+    is a new plan), the evaluator (identity.evaluator_identity), sampling, prompts and the plan — not GPU
+    layout, batch sizes or memory settings, which may change between a killed run and its resume."""
+    identity = {"evaluator": evaluator, "model": _weights(spec.model_path),
+                "adapter": _weights(spec.adapter_path) if spec.adapter_path else None,
+                "tokenizer": _weights(spec.tokenizer_path), "dtype": spec.dtype, "sampling": asdict(spec.sampling),
                 "prompts": hashlib.sha256(json.dumps(prompts).encode()).hexdigest(),
                 "problem_ids": problem_ids, "n_samples": n_samples, "shard_size": shard_size, "seed": seed}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _weights(path: str) -> str:
+    """A local model, adapter or tokenizer by content; a hub id by its name."""
+    return content_identity(path) if Path(path).exists() else f"hub:{path}"
 
 
 class ShardStore:

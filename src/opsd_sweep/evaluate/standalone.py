@@ -20,28 +20,30 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.config import RunConfig, load_run_config, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, summary_line
-from opsd_sweep.legacy import find_or_adopt
+from opsd_sweep.interrupt import signals_raise
+from opsd_sweep.run.keys import EVAL_ONLY, eval_inputs, eval_key
+from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, release_run, run_key, utc_now
+from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, release_run, utc_now
 from opsd_sweep.tiny import ensure_tiny_assets
 
-KIND = "eval_only"
 
 
-def eval_key(run: RunConfig) -> str:
-    """An evaluation's key: model, eval settings (checkpoint included) and seed."""
-    semantic = semantic_dict(run)
-    return run_key({"kind": KIND, "model": semantic["model"], "eval": semantic["eval"], "seed": run.seed})
+def locate_eval(run: RunConfig) -> Location:
+    """Where this evaluation lives (a dir written under an earlier key is taken over by
+    evaluate_standalone: legacy.py); reads only."""
+    checkpoint = Path(run.eval.checkpoint).name if run.eval.checkpoint else "base"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"eval-{run.model.name}-{checkpoint}-s{run.seed}")
+    return locate_dir(Path(run.results_root) / run.group, run, slug, eval_key, eval_inputs)
+
 
 
 def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
-    """The run dir of this evaluation (one written under an earlier key is taken over: legacy.py)."""
-    key = eval_key(run)
-    checkpoint = Path(run.eval.checkpoint).name if run.eval.checkpoint else "base"
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"eval-{run.model.name}-{checkpoint}-s{run.seed}")
-    return key, find_or_adopt(Path(run.results_root) / run.group, key, slug, eval_key)
+    """This evaluation's key and the dir it runs in; reads only."""
+    where = locate_eval(run)
+    return where.key, where.run_dir
 
 
 def load_eval_config(cfg: DictConfig) -> RunConfig:
@@ -53,20 +55,34 @@ def load_eval_config(cfg: DictConfig) -> RunConfig:
 
 
 def evaluate_standalone(run: RunConfig) -> dict:
-    key, run_dir = locate_eval_dir(run)
+    """Evaluate unless up to date. Ctrl-C / SIGTERM mark the evaluation interrupted (a rerun resumes its
+    finished shards) and raise on: python -m opsd_sweep.evaluate exits 130 / 143, as a cycle does."""
+    with signals_raise():
+        return _evaluate_standalone(run)
+
+
+def _evaluate_standalone(run: RunConfig) -> dict:
+    where = locate_eval(run)
+    key, run_dir = where.key, take_over_earlier(where)
     claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
     try:
         if run.force:  # from scratch: no eval.json, no finished shards (only under the claim: never another's)
             shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
-        run_dir.update_status(key=key, kind=KIND, state="evaluating", started_at=utc_now(), ended_at=None,
+        run_dir.write_identity(key, where.inputs)
+        run_dir.update_status(key=key, kind=EVAL_ONLY, state="evaluating", started_at=utc_now(), ended_at=None,
                               error=None)
         print(f"[evaluate] {run.model.name} ({run.eval.checkpoint or 'base model'}) on {run.eval.name} "
               f"-> {run_dir.path}", flush=True)
         checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None
         try:
             result = evaluate(run, checkpoint, run_dir.eval_dir)
-        except BaseException as err:
+        except KeyboardInterrupt as err:
+            run_dir.update_status(state="interrupted", ended_at=utc_now(),
+                                  error={"message": f"{err or 'interrupted by SIGINT'} while evaluating; run the "
+                                                    "same command again to resume", "log": None})
+            raise
+        except Exception as err:
             run_dir.update_status(state="failed", ended_at=utc_now(), error={"message": repr(err)})
             raise
         run_dir.update_status(state="done", ended_at=utc_now())

@@ -1,0 +1,32 @@
+"""Config fields added after runs existed: the one table a new field goes into.
+
+Each entry says the value every run written before the field had (a saved config.yaml of an earlier
+release is read with it: takeover.upgrade_saved_config), and when the field stays out of the run key
+(so that finished runs keep their key: config.semantic_dict). tests/reliability/test_earlier_run_dirs.py
+loads a config.yaml written by release 8c295b5 and fails when a field is added without an entry here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Added:
+    old: Any  # the value of every run written before the field existed
+    # section dict -> True where the field is left out of the run key; None: the key holds it (or, for a
+    # field of NON_SEMANTIC_SUBFIELDS, never does)
+    omitted_when: Callable[[dict], bool] | None = None
+
+
+ADDED = {
+    "train.teacher": Added("fixed", lambda train: train["teacher"] == "fixed"),
+    "train.ema_decay": Added(0.999, lambda train: train["teacher"] != "ema"),  # counts with the EMA teacher only
+    "train.report_to": Added("none"),
+    "train.wandb_project": Added("opsd_sweep"),
+    "eval.checkpoints": Added("final", lambda e: e["checkpoints"] == "final"),
+    "eval.average_last": Added(3),
+    "eval.suite": Added(None),
+    "eval.max_num_seqs": Added(256),
+}
