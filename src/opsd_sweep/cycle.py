@@ -271,22 +271,27 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
     log.parent.mkdir(parents=True, exist_ok=True)
     env = phase_env(run, gpus)
     worker = worker_client.assigned_worker() if len(gpus) <= 1 else None
-    with open(log, "a") as handle:
-        where = f"phase worker {worker[1]}: " if worker else ""
-        handle.write(f"\n=== {utc_now()} {where}{phase} ===\n")
-        handle.flush()
-        if worker is None:
-            proc = subprocess.run(phase_command(phase, run_dir, gpus), stdout=handle, stderr=subprocess.STDOUT,
-                                  env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-                                  check=False)
-            returncode = proc.returncode
+    returncode = None
     if worker is not None:
+        _log_header(log, f"phase worker {worker[1]}: {phase}")
         try:
             returncode = worker_client.run_phase(worker, phase, str(run_dir.path), env, str(log))
         except worker_client.WorkerDied as err:
             raise PhaseFailed(phase, f"stopped: {err}", log) from None
+    if returncode in (None, worker_client.FRESH_PROCESS):
+        _log_header(log, phase)
+        with open(log, "a") as handle:
+            returncode = subprocess.run(phase_command(phase, run_dir, gpus), stdout=handle, stderr=subprocess.STDOUT,
+                                        env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                                        check=False).returncode
     if returncode != 0:
         raise PhaseFailed(phase, exit_how(returncode), log)
+
+
+def _log_header(log: Path, what: str) -> None:
+    """The line each start of a phase begins its part of the log with (last_error_line reads after it)."""
+    with open(log, "a") as handle:
+        handle.write(f"\n=== {utc_now()} {what} ===\n")
 
 
 # --- hooks for the launchers (hydra.launcher.validate / on_lost / probe in conf/hydra/launcher/) ---

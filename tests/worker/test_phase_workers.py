@@ -12,6 +12,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from tests.conftest import run_sweep
 from tests.orchestration.conftest import TINY, has_checkpoint, run_dirs, start_sweep, status, steps_logged, wait_until
@@ -60,27 +61,33 @@ def test_cycles_in_a_warm_worker_give_what_processes_of_their_own_give(tmp_path,
     assert metrics(warm_runs[1]) != metrics(warm_runs[2])  # the seeds differ: the comparison can fail
 
 
+def runs_by_steps(results: Path) -> dict[int, Path]:
+    """Run dirs of the tiny group by their train.max_steps."""
+    return {OmegaConf.load(path / "config.yaml").train.max_steps: path
+            for path in (results / "tiny").glob("*-s*-*") if (path / "config.yaml").exists()}
+
+
 def test_a_worker_killed_mid_phase_fails_its_run_only_and_is_replaced(tmp_path, tiny_cache):
-    args = ["-m", *TINY, *ONE_SLOT, "train.max_steps=40", "seed=1,2"]
+    args = ["-m", *TINY, *ONE_SLOT, "train.max_steps=40,3", "seed=1"]  # the long run first, then a short one
     log = tmp_path / "sweep.log"
     sweep = start_sweep(args, tmp_path, tiny_cache, log)
-    first = lambda: run_dirs(tmp_path).get(1)  # noqa: E731
-    wait_until(lambda: first() is not None and has_checkpoint(first(), 1), 600, "the first checkpoint")
-    [killed] = phase_workers(first())
+    long = lambda: runs_by_steps(tmp_path).get(40)  # noqa: E731
+    wait_until(lambda: long() is not None and has_checkpoint(long(), 1), 600, "the first checkpoint")
+    [killed] = phase_workers(long())
     os.kill(killed, signal.SIGKILL)
     assert sweep.wait(600) == 1, log.read_text()[-3000:]
-    s = status(first())
+    s = status(long())
     assert s["state"] == "failed", s
     assert f"train phase stopped: phase worker {killed} died" in s["error"]["message"]
-    second = run_dirs(tmp_path)[2]
-    assert status(second)["state"] == "done"
-    [replacement] = phase_workers(second)
+    short = runs_by_steps(tmp_path)[3]
+    assert status(short)["state"] == "done"
+    [replacement] = phase_workers(short)
     assert replacement not in (None, killed)
     again = run_sweep(args + ["rerun_failed=true"], tmp_path, tiny_cache)  # resumes from its checkpoint
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
-    assert status(first())["state"] == "done" and status(first())["attempts"] == 2
-    assert "resumed from" in (first() / "logs" / "train.log").read_text()
-    assert steps_logged(first()) == list(range(1, 41))
+    assert status(long())["state"] == "done" and status(long())["attempts"] == 2
+    assert "resumed from" in (long() / "logs" / "train.log").read_text()
+    assert steps_logged(long()) == list(range(1, 41))
 
 
 def test_ctrl_c_on_the_worker_path_marks_the_run_interrupted_and_stops_the_worker(tmp_path, tiny_cache):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from opsd_sweep.backends import prepare_vllm_process
+from opsd_sweep.worker import warm
 from opsd_sweep.evaluate.generate import EngineSpec, Feed, Finish, Job, Progress, Sample, Sampling, Shard
 
 _lora_ids = itertools.count(1)
@@ -67,6 +68,8 @@ class VLLMEngine:
     def _start(spec: EngineSpec, lora: bool):
         from vllm import EngineArgs, LLMEngine
 
+        if warm.active():  # what a phase worker keeps (the student, maybe an engine) holds part of the GPU
+            raise warm.NeedsFreshProcess("this evaluation starts a vLLM engine of its own, sized for an empty GPU")
         prepare_vllm_process()  # spawn, not fork, the engine core: this process may have touched CUDA
         lora_args = ({"enable_lora": True, "max_loras": 1,
                       "max_lora_rank": lora_rank_bound(spec.adapter_path)} if lora else {})

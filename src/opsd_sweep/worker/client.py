@@ -13,6 +13,7 @@ import socket
 from collections.abc import Iterator
 
 ADDRESS, PID = "OPSD_PHASE_WORKER", "OPSD_PHASE_WORKER_PID"
+FRESH_PROCESS = 75  # the worker's answer for a phase it cannot run warm (warm.NeedsFreshProcess); it then exits
 
 
 class WorkerDied(RuntimeError):
@@ -26,7 +27,8 @@ def assigned_worker() -> tuple[str, int] | None:
 
 
 def run_phase(worker: tuple[str, int], phase: str, run_dir: str, env: dict[str, str], log: str) -> int:
-    """The phase's exit status, run by `worker`; raise WorkerDied if it ended without one."""
+    """The phase's exit status, run by `worker`; raise WorkerDied if it ended without one. On FRESH_PROCESS
+    it returns once the worker is gone, its GPU memory free for the phase's own process."""
     address, pid = worker
     request = json.dumps({"phase": phase, "run_dir": run_dir, "env": env, "log": log}).encode() + b"\n"
     with _pidfd(pid) as handle, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -39,9 +41,12 @@ def run_phase(worker: tuple[str, int], phase: str, run_dir: str, env: dict[str, 
         except KeyboardInterrupt:  # Ctrl-C / SIGTERM of the cycle: stop the phase now, as a phase process
             _kill_and_wait(pid, handle)
             raise
-    if not reply:
-        raise WorkerDied(f"phase worker {pid} died (killed or crashed) before the phase ended")
-    return int(json.loads(reply)["returncode"])
+        if not reply:
+            raise WorkerDied(f"phase worker {pid} died (killed or crashed) before the phase ended")
+        returncode = int(json.loads(reply)["returncode"])
+        if returncode == FRESH_PROCESS and handle is not None:
+            select.select([handle], [], [], 60)
+    return returncode
 
 
 @contextlib.contextmanager

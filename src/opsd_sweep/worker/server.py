@@ -22,6 +22,7 @@ import traceback
 from collections.abc import Iterator
 
 from opsd_sweep.worker import warm
+from opsd_sweep.worker.client import FRESH_PROCESS
 
 # what `python -m opsd_sweep.train RUN_DIR` / `python -m opsd_sweep.evaluate RUN_DIR` run
 PHASES = {"train": ("opsd_sweep.train.trainer", "run_phase"),
@@ -31,9 +32,7 @@ CLIENT_GONE = 3  # the worker's exit code when its cycle went away mid-phase
 
 def serve(listener: socket.socket) -> int:
     warm.enable()
-    import torch
-
-    threads = torch.get_num_threads()  # what a fresh phase process gets (OMP_NUM_THREADS or the cores)
+    threads = None
     while True:
         conn, _ = listener.accept()
         with conn:
@@ -41,6 +40,9 @@ def serve(listener: socket.socket) -> int:
             if request is None:  # a connection that sent nothing (its cycle died before asking)
                 continue
             watch = _ClientWatch(conn)
+            import torch  # not before the first phase: a worker whose jobs never ask (skipped runs) stays light
+
+            threads = threads or torch.get_num_threads()  # what a new phase process gets (OMP_NUM_THREADS or the cores)
             torch.set_num_threads(threads)
             code = _run_request(request)
             warm.release_memory()
@@ -67,6 +69,9 @@ def run_phase(phase: str, run_dir: str) -> int:
     module, name = PHASES[phase]
     try:
         getattr(importlib.import_module(module), name)(run_dir)
+    except warm.NeedsFreshProcess as err:
+        print(f"[phase worker] {err}: the phase runs in a process of its own", flush=True)
+        return FRESH_PROCESS
     except SystemExit as err:  # sys.exit("message") prints the message and means 1, as in a process
         if err.code is None or isinstance(err.code, int):
             return err.code or 0
