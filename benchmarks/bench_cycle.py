@@ -1,32 +1,41 @@
-"""GPU-minutes per recipe cycle (issue 14, item 7), measured through the CLI on the GPUs it is given.
+"""GPU-minutes per recipe cycle (issues 14 and 23), measured from a real sweep's own records.
 
     export PYTHONPATH=/tmp/site:$PWD/src NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle --out $OUT [--steps 8]
+    python3 benchmarks/bench_cycle.py --work /tmp/cycle [--cycles 3 --steps 8] [--per-phase]
+    python3 benchmarks/bench_cycle.py --work /tmp/cycle --tiny    # CPU smoke check (tiny profile, no GPU)
 
-Part 1, a cycle as a user runs it: `python -m opsd_sweep -m` on the random-init Qwen3-1.7B world
-(opsd_sweep.random_world: student / teacher prompts ~300 / ~1,500 tokens), the recipe's 32 prompts x
-1,024-token rollouts per step on one GPU (8 x 4), --steps steps, default backends, a small evaluation
-(30 x 1 x 256 tokens). From its files: the steady step (median of steps 2..N, with its parts), the
-fixed cost (cycle wall - N x steady step - eval generation) and the trainer's own peak memory.
+Part 1, cycles as a user runs them: one sweep of --cycles seeds through `python -m opsd_sweep -m` on the
+random-init Qwen3-1.7B world (opsd_sweep.random_world: student / teacher prompts ~300 / ~1,500 tokens),
+the recipe's 32 prompts x 1,024-token rollouts per step on one GPU (8 x 4), --steps steps, default
+backends and launcher (warm phase workers; --per-phase: a process per phase, the path before issue 23),
+a small evaluation (30 x 1 x 256 tokens). Read back from each run's files: its GPU-minutes (status.json
+gpu_hours, what the cycle recorded for its phases), step times (metrics.jsonl) and eval generation
+time (eval.json). The steady step is the median of every cycle's steps 2..N; a cycle's fixed cost is
+its phase time minus N steady steps minus its eval generation (process or worker hand-over, loading,
+engine start, compiles, checkpoints, grading).
 
-Part 2, an AIME24-sized evaluation at thinking lengths: 30 problems x 12 samples, each forced to its
-length (lognormal, mean 5,000, clipped to [64, 38,912], drawn as in bench_vllm_tp_dp.py: mean 4,765),
-through the evaluator's run_plan on a vLLM engine configured as the cycle's own (the trained adapter
-as a LoRARequest, rollout.gpu_memory_utilization of the GPU, eval.max_num_seqs), timed from the first
-request to the last sample.
+Part 2 (GPU only), an AIME24-sized evaluation at thinking lengths: 30 problems x 12 samples, each
+forced to its length (lognormal, mean 5,000, clipped to [64, 38,912], drawn as in bench_vllm_tp_dp.py:
+mean 4,765), through the evaluator's run_plan on a vLLM engine configured as the cycle's own (the
+trained adapter as a LoRARequest, rollout.gpu_memory_utilization of the GPU, eval.max_num_seqs), timed
+from the first request to the last sample.
 
-The 100-step cycle is then PROJECTED (not measured end to end): fixed + 100 x steady step + the
-AIME-sized generation + its grading, times the GPUs; the JSON says so. Random weights never emit EOS,
-so rollouts always run 1,024 tokens (the recipe's cap; real rollouts are shorter).
+The 100-step cycle is then PROJECTED (not measured end to end), per cycle after the sweep's first:
+its fixed cost + 100 x the measured steady step + the AIME-sized generation and grading (part 1's own
+small eval with --skip-eval or --tiny, and the JSON says which), times the GPUs. Writes
+OUT/bench_cycle_<UTC date>.json with gpu_minutes_per_cycle and fixed_cost_s_after_first. Random weights
+never emit EOS, so rollouts always run 1,024 tokens (the recipe's cap; real rollouts are shorter). On
+CPU (--tiny) the "GPU-minutes" are the phases' wall minutes on the CPU: a smoke check, not a figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import re
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -38,9 +47,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from bench_vllm_tp_dp import N_SAMPLES, draw_lengths, summarize  # noqa: E402
 
 from opsd_sweep import random_world  # noqa: E402
-from opsd_sweep.gpu_check import cycle_figures, run, sweep_args  # noqa: E402
+from opsd_sweep.gpu_check import run, sweep_args  # noqa: E402
 
-RECIPE_STEPS, TARGET_GPU_MINUTES, SEED_WORKFLOW_GPU_MINUTES = 100, 15.0, (112, 132)
+RECIPE_STEPS, TARGET_GPU_MINUTES, SEED_WORKFLOW_GPU_MINUTES = 100, 12.0, (112, 132)
+TARGET_FIXED_COST_S = 20.0
+TINY = ["profile=tiny", "eval.max_problems=4", "eval.n_samples=1", "hydra.launcher.max_parallel=1"]
+WORKER = re.compile(r"=== \S+ phase worker (\d+): train ===")
 
 
 def aime_sized_eval(run_dir: Path, work: Path, length_seed: int) -> dict:
@@ -88,46 +100,112 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int) -> dict:
             "gpu_memory_utilization": spec.gpu_memory_utilization}
 
 
-def main(argv=None) -> None:
+def cycle_record(run_dir: Path, steps: int) -> dict:
+    """One cycle as its own files tell it."""
+    status = json.loads((run_dir / "status.json").read_text())
+    if status.get("state") != "done":
+        raise SystemExit(f"{run_dir.name}: state {status.get('state')!r}, error {status.get('error')}")
+    lines = [json.loads(line) for line in (run_dir / "train/metrics.jsonl").read_text().splitlines()]
+    if [line["step"] for line in lines] != list(range(1, steps + 1)):
+        raise SystemExit(f"{run_dir.name}: metrics.jsonl logs steps {[line['step'] for line in lines]}, not 1..{steps}")
+    timing = json.loads((run_dir / "eval/eval.json").read_text())["timing"]
+    gpus = len(status["gpus"])
+    workers = WORKER.findall((run_dir / "logs/train.log").read_text())
+    return {"run": run_dir.name, "gpus": gpus, "phase_seconds": status["phase_seconds"],
+            # CPU runs record no GPU-hours: their phases' wall minutes stand in (the smoke check)
+            "gpu_minutes": round(status["gpu_hours"] * 60 if gpus else sum(status["phase_seconds"].values()) / 60, 3),
+            "phase_worker": int(workers[-1]) if workers else None,
+            "step_seconds": [round(line["step_seconds"], 3) for line in lines],
+            "steady_step_parts_s": {k.removeprefix("time_"): round(v, 3) for k, v in lines[-1].items()
+                                    if k.startswith("time_")},
+            "rollout_tokens_per_s": round(statistics.median(line["rollout_tokens_per_s"] for line in lines[1:])),
+            "eval_generation_s": timing["generation_seconds"], "eval_grading_s": timing["grading_seconds"]}
+
+
+def sweep_figures(cycles: list[dict], steps: int) -> dict:
+    """Steady step (every cycle's steps 2..N), each cycle's fixed cost, and what the sweep's first and
+    later cycles recorded."""
+    steady = statistics.median(s for c in cycles for s in c["step_seconds"][1:])
+    for c in cycles:
+        c["fixed_cost_s"] = round(sum(c["phase_seconds"].values()) - steps * steady - c["eval_generation_s"], 1)
+    later = cycles[1:]
+    return {"steady_step_s": round(steady, 3), "fixed_cost_s_first": cycles[0]["fixed_cost_s"],
+            "fixed_cost_s_after_first": round(statistics.mean(c["fixed_cost_s"] for c in later), 1),
+            "recorded_gpu_minutes_first": cycles[0]["gpu_minutes"],
+            "recorded_gpu_minutes_after_first": round(statistics.mean(c["gpu_minutes"] for c in later), 3),
+            "cycles_in_a_used_worker": sum(c["phase_worker"] is not None and c["phase_worker"] in
+                                           {p["phase_worker"] for p in cycles[:i]} for i, c in enumerate(cycles))}
+
+
+def projection(cycles: list[dict], figures: dict, eval_s: float, eval_source: str) -> dict:
+    """The recipe cycle (100 steps, the given eval seconds), per cycle after the first, PROJECTED."""
+    gpus = max(cycles[0]["gpus"], 1)
+    steps_s = RECIPE_STEPS * figures["steady_step_s"]
+    per_cycle = [gpus * (c["fixed_cost_s"] + steps_s + eval_s) / 60 for c in cycles[1:]]
+    minutes = statistics.mean(per_cycle)
+    compared = {"vs_seed_workflow": [round(x / minutes, 1) for x in SEED_WORKFLOW_GPU_MINUTES]} if cycles[0]["gpus"] else {}
+    return {"gpu_minutes_per_cycle": round(minutes, 2), "target": TARGET_GPU_MINUTES, **compared, "eval": eval_source,
+            "parts_minutes": {"fixed": round(gpus * figures["fixed_cost_s_after_first"] / 60, 2),
+                              "steps": round(gpus * steps_s / 60, 2), "eval": round(gpus * eval_s / 60, 2)}}
+
+
+def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "measured")
+    parser.add_argument("--cycles", type=int, default=3, help="cycles (seeds) in the sweep, >= 3")
+    parser.add_argument("--steps", type=int, default=8, help="steps per cycle, >= 2 (step 1 is not steady)")
     parser.add_argument("--length-seed", type=int, default=0)
     parser.add_argument("--skip-eval", action="store_true", help="part 1 only")
+    parser.add_argument("--tiny", action="store_true", help="CPU smoke check: the tiny profile, no GPU, part 1 only")
+    parser.add_argument("--per-phase", action="store_true", help="a process per phase (hydra.launcher.phase_workers=false)")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="--tiny: where the tiny world is (built if missing)")
     args = parser.parse_args(argv)
-    import torch
-
+    if args.cycles < 3 or args.steps < 2:
+        parser.error(f"--cycles {args.cycles} --steps {args.steps}: give >= 3 cycles (the first is cold) and "
+                     ">= 2 steps (step 1 compiles)")
     work, out = args.work.absolute(), args.out.absolute()
-    out.mkdir(parents=True, exist_ok=True)
-    world = random_world.build(work / "world")
-    results = work / "results"
+    for folder in (work, out):
+        folder.mkdir(parents=True, exist_ok=True)
+    results, seeds = work / "results", ",".join(str(i) for i in range(1, args.cycles + 1))
+    if args.tiny:
+        cache = (args.cache_dir or work / "cache").absolute()
+        sweep = ["-m", *TINY, f"train.max_steps={args.steps}", f"train.save_steps={args.steps}", f"seed={seeds}",
+                 f"results_root={results}", "group=bench-cycle", "force=true", f"cache_dir={cache}"]
+        device = "CPU (tiny profile)"
+    else:
+        import torch
+
+        world = random_world.build(work / "world")
+        sweep = sweep_args(world, None, args.steps, 256, 1, seeds, results, "bench-cycle")
+        device = torch.cuda.get_device_name(0)
+    if args.per_phase:
+        sweep.append("hydra.launcher.phase_workers=false")
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0")
-    report = {"gpu": torch.cuda.get_device_name(0), "gpus": 1, "steps_measured": args.steps,
-              "note": "the 100-step cycle is a PROJECTION from the measured parts"}
-    run([sys.executable, "-m", "opsd_sweep", *sweep_args(world, None, args.steps, 256, 1, "1", results, "bench-cycle")],
-        out / "bench_cycle_sweep.log", env)
-    run_dir = next((results / "bench-cycle").glob("*-s1-*"))
-    n_eval = len((world / "eval.jsonl").read_text().splitlines())
-    report["cycle"] = cycle = cycle_figures(run_dir, args.steps, 1, n_eval)
-    steps = [json.loads(line) for line in (run_dir / "train/metrics.jsonl").read_text().splitlines()]
-    report["step_seconds"] = [round(s["step_seconds"], 2) for s in steps]
-    report["rollout_tokens_per_s"] = round(statistics.median(s["rollout_tokens_per_s"] for s in steps[1:]))
-    (out / "bench_cycle.json").write_text(json.dumps(report, indent=1))
-    if not args.skip_eval:
-        report["aime_eval"] = aime = aime_sized_eval(run_dir, work, args.length_seed)
-        minutes = (cycle["fixed_cost_s"] + RECIPE_STEPS * cycle["steady_step_s"] + aime["generation_s"]
-                   + cycle["eval_grading_s"] * 12) / 60  # grading scales with the 12x more samples
-        report["projection"] = {
-            "gpu_minutes_per_cycle": round(minutes, 1), "target": TARGET_GPU_MINUTES,
-            "vs_seed_workflow": [round(x / minutes, 1) for x in SEED_WORKFLOW_GPU_MINUTES],
-            "parts_minutes": {"fixed": round(cycle["fixed_cost_s"] / 60, 2),
-                              "steps": round(RECIPE_STEPS * cycle["steady_step_s"] / 60, 2),
-                              "eval_generation": round(aime["generation_s"] / 60, 2)}}
-        print(f"[bench_cycle] PROJECTED {minutes:.1f} GPU-minutes per recipe cycle on 1 GPU "
-              f"(target {TARGET_GPU_MINUTES}): {report['projection']['parts_minutes']}", flush=True)
-    (out / "bench_cycle.json").write_text(json.dumps(report, indent=1))
-    print(json.dumps({k: v for k, v in report.items() if k != "step_seconds"}, indent=1))
+    wall = run([sys.executable, "-m", "opsd_sweep", *sweep], work / "bench_cycle_sweep.log", env)
+    runs = sorted((results / "bench-cycle").glob("*-s*-*"), key=lambda p: int(p.name.rsplit("-", 2)[1][1:]))
+    cycles = [cycle_record(r, args.steps) for r in runs]
+    figures = sweep_figures(cycles, args.steps)
+    report = {"device": device, "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+              "command": "python3 benchmarks/bench_cycle.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "launcher_path": "a process per phase" if args.per_phase else "warm phase workers",
+              "cycles": len(cycles), "steps_per_cycle": args.steps, "sweep_wall_s": round(wall, 1), **figures,
+              "note": "gpu_minutes_per_cycle is a PROJECTION to 100 steps from the measured steady step and "
+                      "each later cycle's measured fixed cost", "per_cycle": cycles}
+    if args.tiny or args.skip_eval:
+        small = statistics.mean(c["eval_generation_s"] + c["eval_grading_s"] for c in cycles[1:])
+        report |= projection(cycles, figures, small, "the sweep's own small eval (not AIME-sized)")
+    else:
+        report["aime_eval"] = aime = aime_sized_eval(runs[0], work, args.length_seed)
+        eval_s = aime["generation_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
+        report |= projection(cycles, figures, eval_s, "AIME24-sized (part 2), grading scaled by 12x the samples")
+    path = out / f"bench_cycle_{report['date']}.json"
+    path.write_text(json.dumps(report, indent=1))
+    print(f"[bench_cycle] {device}, {report['launcher_path']}: steady step {figures['steady_step_s']} s, fixed cost "
+          f"{figures['fixed_cost_s_first']} s (first cycle), {figures['fixed_cost_s_after_first']} s after "
+          f"(target {TARGET_FIXED_COST_S}); PROJECTED {report['gpu_minutes_per_cycle']} GPU-minutes per recipe "
+          f"cycle (target {TARGET_GPU_MINUTES}): {report['parts_minutes']}; {path}", flush=True)
+    return report
 
 
 if __name__ == "__main__":

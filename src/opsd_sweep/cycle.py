@@ -1,7 +1,9 @@
 """One cycle: claim the run -> write its config -> train phase -> eval phase -> final status.
 
-Each phase is a subprocess on the run dir with an explicit GPU set, so a crash, OOM or hang in a
-phase never takes the orchestrator down; a failed run is recorded in status.json, never raised.
+Each phase runs outside this process, on the run dir with an explicit GPU set: in the warm phase worker
+the local launcher assigned (opsd_sweep.worker), or in a subprocess of its own (multi-GPU cycles, SLURM,
+hydra.launcher.phase_workers=false). So a crash, OOM or hang in a phase never takes the orchestrator
+down; a failed run is recorded in status.json, never raised.
 A cycle picks up where an interrupted one stopped: training resumes from its newest checkpoint and a
 phase whose output is complete is not run again.
 """
@@ -34,17 +36,21 @@ from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, 
                              atomic_write_text, claim_run, current_owner, owner_alive, read_json,
                              release_run, run_key, run_slug, slurm_job_id, slurm_job_state, utc_now)
 from opsd_sweep.simulate import simulate_cycle
+from opsd_sweep.worker import client as worker_client
 
 PHASES = (("train", "training"), ("evaluate", "evaluating"))  # (phase, the state while it runs)
 
 
 class PhaseFailed(RuntimeError):
-    def __init__(self, phase: str, returncode: int, log: Path):
-        how = f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with code {returncode}"
+    def __init__(self, phase: str, how: str, log: Path):
         job = f" in SLURM job {slurm_job_id()}" if slurm_job_id() else ""
         said = last_error_line(log)
         super().__init__(f"{phase} phase {how}{job}" + (f": {said}" if said else "") + f"; see {log}")
         self.log = log
+
+
+def exit_how(returncode: int) -> str:
+    return f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited with code {returncode}"
 
 
 ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
@@ -282,17 +288,33 @@ def _die_with_parent() -> None:
 
 
 def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> None:
+    """Run a phase in the phase worker the launcher assigned (a 1-GPU or CPU cycle), else in a process of
+    its own; either way its output goes to the phase log, and a failure raises PhaseFailed."""
     log = run_dir.log("train" if phase == "train" else "eval")
     log.parent.mkdir(parents=True, exist_ok=True)
     env = phase_env(run, gpus)
+    worker = worker_client.assigned_worker() if len(gpus) <= 1 else None
+    returncode = None
+    if worker is not None:
+        _log_header(log, f"phase worker {worker[1]}: {phase}")
+        try:
+            returncode = worker_client.run_phase(worker, phase, str(run_dir.path), env, str(log))
+        except worker_client.WorkerDied as err:
+            raise PhaseFailed(phase, f"stopped: {err}", log) from None
+    if returncode in (None, worker_client.FRESH_PROCESS):
+        _log_header(log, phase)
+        with open(log, "a") as handle:
+            returncode = subprocess.run(phase_command(phase, run_dir, gpus), stdout=handle, stderr=subprocess.STDOUT,
+                                        env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                                        check=False).returncode
+    if returncode != 0:
+        raise PhaseFailed(phase, exit_how(returncode), log)
+
+
+def _log_header(log: Path, what: str) -> None:
+    """The line each start of a phase begins its part of the log with (last_error_line reads after it)."""
     with open(log, "a") as handle:
-        handle.write(f"\n=== {utc_now()} {phase} ===\n")
-        handle.flush()
-        proc = subprocess.run(phase_command(phase, run_dir, gpus), stdout=handle, stderr=subprocess.STDOUT,
-                              env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-                              check=False)
-    if proc.returncode != 0:
-        raise PhaseFailed(phase, proc.returncode, log)
+        handle.write(f"\n=== {utc_now()} {what} ===\n")
 
 
 # --- hooks for the launchers (hydra.launcher.validate / on_lost / probe in conf/hydra/launcher/) ---

@@ -8,6 +8,7 @@ import signal
 import socket
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from opsd_sweep.interrupt import exit_code, signals_raise
 
 from ._grid import JobFailedError, PlannedJob, check_gpu_capacity, prepare_sweep
+from ._phase_workers import PhaseWorkers
 from ._report import Progress, outcome, settle
 from ._slots import Slots, discover_gpus, reserve_ports
 from ._worker import Worker, start_worker
@@ -36,7 +38,8 @@ def launch_local(launcher: LocalGpusLauncher, job_overrides: Sequence[Sequence[s
     log.info(f"Launching {len(jobs)} jobs locally: GPUs {gpus or 'none'}, "
              f"{launcher.max_parallel} slot(s) for CPU-only jobs")
     progress = Progress(len(jobs))
-    scheduler = _Scheduler(launcher, jobs, Slots(gpus, launcher.max_parallel), progress, hooks)
+    phase_workers = PhaseWorkers(Path(str(launcher.config.hydra.sweep.dir))) if launcher.phase_workers else None
+    scheduler = _Scheduler(launcher, jobs, Slots(gpus, launcher.max_parallel), progress, hooks, phase_workers)
     try:
         with signals_raise():
             returns = scheduler.run()
@@ -49,8 +52,9 @@ def launch_local(launcher: LocalGpusLauncher, job_overrides: Sequence[Sequence[s
 
 class _Scheduler:
     def __init__(self, launcher: LocalGpusLauncher, jobs: list[PlannedJob], slots: Slots, progress: Progress,
-                 hooks) -> None:
+                 hooks, phase_workers: PhaseWorkers | None) -> None:
         self.launcher, self.jobs, self.slots, self.progress, self.hooks = launcher, jobs, slots, progress, hooks
+        self.phase_workers = phase_workers
         self.cpu_threads = max(1, len(os.sched_getaffinity(0)) // launcher.max_parallel)
         self.stopped = 0  # jobs still running when the sweep was interrupted
 
@@ -87,6 +91,8 @@ class _Scheduler:
             for worker in running.values():  # interrupted (Ctrl-C, SIGTERM): stop what still runs
                 worker.process.terminate()
                 worker.process.join(10)
+            if self.phase_workers is not None:  # after the jobs: each has stopped its phase and marked its run
+                self.phase_workers.stop_all()
         for job in pending:
             why = f"not started: fail_fast stopped the sweep after {stopped_by.label} failed"
             self.progress.not_started(job, why)
@@ -109,7 +115,11 @@ class _Scheduler:
                "MASTER_PORT": str(ports[0]), "VLLM_PORT": str(ports[1])}
         if not gpus and "OMP_NUM_THREADS" not in os.environ:
             env["OMP_NUM_THREADS"] = str(self.cpu_threads)  # concurrent CPU jobs share the cores
+        phase_worker = self.phase_workers.take(gpus, env) if self.phase_workers is not None else None
+        if phase_worker is not None:
+            env |= phase_worker.env()
         worker = start_worker(job, gpus, ports, env, self.launcher.hydra_context, self.launcher.task_function)
+        worker.phase_worker = phase_worker
         self.progress.started(job, f"GPUs {','.join(gpus)}" if gpus else "CPU")
         return worker
 
@@ -136,6 +146,8 @@ class _Scheduler:
         worker.process.join()
         worker.receive()
         self.slots.give(worker.gpus)
+        if worker.phase_worker is not None:
+            self.phase_workers.give(worker.phase_worker)
         return worker.ret if worker.ret is not None else self._lost(worker)
 
     def _lost(self, worker: Worker) -> JobReturn:

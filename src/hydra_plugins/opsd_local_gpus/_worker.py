@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from multiprocessing.connection import Connection
 
 from hydra.core.utils import JobReturn, run_job, setup_globals
@@ -30,6 +31,7 @@ class Worker:
     started: float = field(default_factory=time.monotonic)
     ret: JobReturn | None = None
     conn_closed: bool = False
+    phase_worker: Any = None  # the warm phase worker (_phase_workers.PhaseWorker) this job's phases run in
 
     @property
     def awaiting_return(self) -> bool:

@@ -35,6 +35,9 @@ class LocalGpusConf:
     hooks: Optional[str] = MISSING
     # seconds between looks at runs that another live sweep holds (probe_job), while waiting for them
     poll_s: float = MISSING
+    # opsd_sweep cycles: run the phases of 1-GPU and CPU jobs in warm workers, one per GPU set
+    # (opsd_sweep.worker); false: each phase in a process of its own (debugging)
+    phase_workers: bool = False
 
 
 @dataclass

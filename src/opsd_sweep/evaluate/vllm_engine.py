@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from opsd_sweep.backends import prepare_vllm_process
+from opsd_sweep.worker import warm
 from opsd_sweep.evaluate.generate import EngineSpec, Feed, Finish, Job, Progress, Sample, Sampling, Shard
 
 _lora_ids = itertools.count(1)
@@ -56,8 +57,10 @@ class VLLMEngine:
 
         self.spec = spec
         lora = spec.adapter_path is not None
-        self.engine = llm_engine if llm_engine is not None else self._start(spec, lora)
-        # vLLM caches adapters by id: a running engine that serves several checkpoints needs a new id each
+        self.attached = llm_engine is not None
+        self.engine = llm_engine if self.attached else self._start(spec, lora)
+        # vLLM caches adapters by id: a running engine that serves several checkpoints (or, kept by a
+        # phase worker, several runs) needs a new id each, never one used before in this process
         lora_id = next(_lora_ids)
         self.lora_request = LoRARequest(f"checkpoint-{lora_id}", lora_id, spec.adapter_path) if lora else None
 
@@ -65,6 +68,8 @@ class VLLMEngine:
     def _start(spec: EngineSpec, lora: bool):
         from vllm import EngineArgs, LLMEngine
 
+        if warm.active():  # what a phase worker keeps (the student, maybe an engine) holds part of the GPU
+            raise warm.NeedsFreshProcess("this evaluation starts a vLLM engine of its own, sized for an empty GPU")
         prepare_vllm_process()  # spawn, not fork, the engine core: this process may have touched CUDA
         lora_args = ({"enable_lora": True, "max_loras": 1,
                       "max_lora_rank": lora_rank_bound(spec.adapter_path)} if lora else {})
@@ -78,7 +83,13 @@ class VLLMEngine:
 
     def serve(self, prompts: Sequence[list[int]], feed: Feed, finish: Finish, progress: Progress) -> None:
         """Keep up to max_in_flight sequences in the engine; take a new shard whenever there is room,
-        so a fast engine takes more shards than a slow one (work stealing across engines)."""
+        so a fast engine takes more shards than a slow one (work stealing across engines). An engine that
+        outlives this plan (the trainer's) is left without the adapter."""
+        self._serve(prompts, feed, finish, progress)
+        if self.attached and self.lora_request is not None:
+            self.engine.remove_lora(self.lora_request.lora_int_id)
+
+    def _serve(self, prompts: Sequence[list[int]], feed: Feed, finish: Finish, progress: Progress) -> None:
         shards: dict[int, Shard] = {}
         results: dict[int, list[Sample | None]] = {}
         in_flight, exhausted = 0, False

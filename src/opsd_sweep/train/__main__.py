@@ -5,14 +5,9 @@ Multi-GPU: `accelerate launch --config_file launchers/accelerate/ddp_4gpu.yaml -
 
 import sys
 
-from opsd_sweep.data import DatasetUnavailableError
-from opsd_sweep.modeling import ModelUnavailableError
-from opsd_sweep.train.trainer import main
+from opsd_sweep.train.trainer import run_phase
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m opsd_sweep.train RUN_DIR")
-    try:
-        main(sys.argv[1])
-    except (ModelUnavailableError, DatasetUnavailableError) as err:
-        sys.exit(f"opsd_sweep.train: {err}")  # a clear one-line reason instead of a traceback
+    run_phase(sys.argv[1])

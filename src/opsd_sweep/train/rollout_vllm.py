@@ -12,6 +12,12 @@ an H200, the base model 2.9 ms. The rollouts are not bit-exact to the student (a
 is always computed with the real PEFT student. The engine is started with LoRA enabled so that the
 end-of-training evaluation can serve the exact checkpoint from it (`restore_base` + a LoRARequest).
 With sleep on, the engine offloads its weights and drops its KV cache during the training step.
+
+In a phase worker the engine outlives the cycle (opsd_sweep.worker.warm): it is handed back with the
+base weights, and the next cycle of the same engine settings takes it with its prefix cache reset. Its
+seed stays the first cycle's, which changes no sample: every request carries its own seed. Starting an
+engine seeds the process's global RNGs; that is undone (warm.rng_untouched), so a cycle draws the same
+numbers (LoRA dropout) on a new or a kept engine.
 """
 
 from __future__ import annotations
@@ -19,48 +25,86 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from opsd_sweep.config import RunConfig
 from opsd_sweep.evaluate.vllm_engine import rank_bound
 from opsd_sweep.train.rollout import Rollouts, trim_completion
+from opsd_sweep.worker import warm
 
 PEFT_PREFIX = "base_model.model."  # PeftModel -> LoraModel -> the transformers model
 
 
+@dataclass
+class RolloutEngine:
+    """A started engine and what is known of it; a phase worker keeps it from one cycle to the next."""
+
+    llm: Any
+    engine_bytes: int      # what it holds in torch's allocator (weights + KV cache)
+    device_bytes: int      # the GPU memory it took, as mem_get_info saw it go
+    base_layer_infix: str  # vLLM wraps LoRA-enabled linears: their base weights are `<module>.base_layer.weight`
+    awake: bool = True
+
+
+def start_engine(run: RunConfig, device, rank: int, sleep: bool, max_model_len: int | None,
+                 max_num_seqs: int) -> RolloutEngine:
+    from vllm import LLM
+
+    before, free_before = torch.cuda.memory_allocated(device), torch.cuda.mem_get_info(device)[0]
+    with warm.rng_untouched():
+        # external_launcher: the engine lives in this process and uses this rank's GPU (LOCAL_RANK).
+        llm = LLM(model=run.model.path, dtype=run.model.dtype, tensor_parallel_size=1,
+                  distributed_executor_backend="external_launcher",
+                  gpu_memory_utilization=run.rollout.gpu_memory_utilization, enable_lora=True,
+                  max_lora_rank=rank_bound(run.train.lora.r), max_loras=1, seed=run.seed + rank,
+                  enable_sleep_mode=sleep, max_model_len=max_model_len, max_num_seqs=max_num_seqs)
+    engine_names = llm.apply_model(lambda model: [n for n, _ in model.named_parameters()])[0]
+    return RolloutEngine(llm, engine_bytes=torch.cuda.memory_allocated(device) - before,
+                         device_bytes=free_before - torch.cuda.mem_get_info(device)[0],
+                         base_layer_infix=".base_layer" if any(".base_layer." in n for n in engine_names) else "")
+
+
+def kept_engine_bytes() -> int:
+    """GPU memory that a phase worker's kept (awake) engine holds: free memory plus this is what a new
+    process would see before its engine starts, so the engine plan comes out the same."""
+    engine = warm.kept("rollout_engine")
+    return engine.device_bytes if engine is not None and engine.awake else 0
+
+
+def _fresh_cache(engine: RolloutEngine) -> None:
+    """A kept engine for a new cycle: no prefix-cache entry of the last run survives."""
+    if not engine.awake:
+        engine.llm.wake_up()
+        engine.awake = True
+    engine.llm.reset_prefix_cache()
+
+
 class VLLMRollout:
     def __init__(self, run: RunConfig, peft_model, eos_ids: list[int], device, rank: int, sleep: bool,
-                 max_model_len: int, max_num_seqs: int):
+                 max_model_len: int | None, max_num_seqs: int):
         _set_launcher_env(device)
         from peft.tuners.lora import LoraLayer
-        from vllm import LLM
 
         cfg = run.rollout
         self.cfg, self.eos_ids, self.sleep = cfg, eos_ids, sleep
         self.peft_model = peft_model
         self.lora_layers = [(name.removeprefix(PEFT_PREFIX), module) for name, module in peft_model.named_modules()
                             if isinstance(module, LoraLayer)]
-        before = torch.cuda.memory_allocated(device)
-        # external_launcher: the engine lives in this process and uses this rank's GPU (LOCAL_RANK).
-        self.llm = LLM(model=run.model.path, dtype=run.model.dtype, tensor_parallel_size=1,
-                       distributed_executor_backend="external_launcher",
-                       gpu_memory_utilization=cfg.gpu_memory_utilization, enable_lora=True,
-                       max_lora_rank=rank_bound(run.train.lora.r), max_loras=1, seed=run.seed + rank,
-                       enable_sleep_mode=sleep, max_model_len=max_model_len, max_num_seqs=max_num_seqs)
-        # what the engine holds in torch's allocator (weights + KV cache): kept apart from the trainer's peak
-        self.engine_bytes = torch.cuda.memory_allocated(device) - before
+        key = (run.model.path, run.model.dtype, cfg.gpu_memory_utilization, rank_bound(run.train.lora.r), sleep,
+               max_model_len, max_num_seqs, str(device))
+        self.engine = warm.reuse("rollout_engine", key,
+                                 lambda: start_engine(run, device, rank, sleep, max_model_len, max_num_seqs),
+                                 refresh=_fresh_cache, replaceable=False)
+        self.llm, self.engine_bytes = self.engine.llm, self.engine.engine_bytes
         self.expected_params = _fused_count(name for name, _ in self.lora_layers)
-        engine_names = self.llm.apply_model(lambda model: [n for n, _ in model.named_parameters()])[0]
-        # vLLM wraps LoRA-enabled linears: their base weights are `<module>.base_layer.weight`
-        self.base_layer_infix = ".base_layer" if any(".base_layer." in n for n in engine_names) else ""
-        self.awake = True
 
     @property
     def resident_bytes(self) -> int:
         """The engine's share of torch's allocator right now (0 while it sleeps)."""
-        return self.engine_bytes if self.awake else 0
+        return self.engine_bytes if self.engine.awake else 0
 
     def generate(self, prompts: list[list[int]], seed: int) -> Rollouts:
         from vllm import SamplingParams
@@ -74,7 +118,7 @@ class VLLMRollout:
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         if self.sleep:
             self.llm.sleep(level=1)  # level 1: weights to CPU, KV cache dropped; wake_up restores them
-            self.awake = False
+            self.engine.awake = False
         eos = set(self.eos_ids)
         completions, hit_cap = [], []
         for out in outputs:
@@ -108,12 +152,12 @@ class VLLMRollout:
             weight = lora.get_base_layer().weight
             if merged:
                 weight = weight + lora.get_delta_weight(adapter)
-            yield f"{name}{self.base_layer_infix}.weight", weight
+            yield f"{name}{self.engine.base_layer_infix}.weight", weight
 
     def _wake(self) -> None:
-        if not self.awake:
+        if not self.engine.awake:
             self.llm.wake_up()
-            self.awake = True
+            self.engine.awake = True
 
 
 def _fused_count(names) -> int:

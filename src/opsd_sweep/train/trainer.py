@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -21,8 +22,8 @@ from pathlib import Path
 import torch
 
 from opsd_sweep.config import RunConfig, from_dict
-from opsd_sweep.data import load_rows
-from opsd_sweep.modeling import eos_token_ids, load_model, load_tokenizer
+from opsd_sweep.data import DatasetUnavailableError, load_rows
+from opsd_sweep.modeling import ModelUnavailableError, eos_token_ids, load_model, load_tokenizer
 from opsd_sweep.prompts import render_prompt_ids
 from opsd_sweep.runs import RunDir, atomic_write_text
 from opsd_sweep.train import checkpoint
@@ -36,6 +37,7 @@ from opsd_sweep.train.schedule import make_scheduler
 from opsd_sweep.train.teacher import Teacher
 from opsd_sweep.train.timing import PhaseTimer, StepMemory
 from opsd_sweep.trackers import open_tracker
+from opsd_sweep.worker import warm
 
 PHASES = ("rollout", "teacher", "student", "loss", "backward", "optimizer", "weight_sync")
 
@@ -49,15 +51,19 @@ class OPSDTrainer:
 
     def setup(self) -> None:
         from accelerate import Accelerator, DistributedType
+        from accelerate.state import AcceleratorState, GradientState
         from accelerate.utils import set_seed
 
+        if warm.active():  # accelerate's singletons outlive a cycle in a phase worker; a new process has none
+            AcceleratorState._reset_state(reset_partial_state=True)
+            GradientState._reset_state()
         # CPU when asked (num_gpus=0) or when there is no GPU (CPU processes then talk over gloo)
         self.accelerator = acc = Accelerator(cpu=self.t.num_gpus == 0 or not torch.cuda.is_available())
         self._check_world()
         self.sharded = acc.distributed_type == DistributedType.FSDP
         set_seed(self.run.seed)  # same LoRA init on every rank
         self.rows = self._setup_data()  # before the model: a missing dataset fails in seconds
-        self.tokenizer = load_tokenizer(self.run.model)
+        self.tokenizer = warm.reuse("tokenizer", self.run.model.path, lambda: load_tokenizer(self.run.model))
         peft_model = self._setup_model()
         self.eos_ids = eos_token_ids(peft_model, self.tokenizer)
         latest = self.run_dir.latest_checkpoint()
@@ -94,10 +100,11 @@ class OPSDTrainer:
         if self.backend == "hf":
             return HFRollout(self.run.rollout, self.peft_model, self.tokenizer.pad_token_id, self.eos_ids,
                              static_cache=acc.device.type == "cuda")
-        from opsd_sweep.train.rollout_vllm import VLLMRollout
+        from opsd_sweep.train.rollout_vllm import VLLMRollout, kept_engine_bytes
 
         prepare_vllm_process(self.run.cache_dir)
         free, total = torch.cuda.mem_get_info(acc.device)
+        free += kept_engine_bytes()  # a phase worker's engine from the last cycle: planned as if not started
         longest = max(len(p) for p in self._prompts(self.rows[:256])[0])
         step_bytes = training_step_bytes(self.run, self.peft_model.get_base_model().config, longest)
         self.engine_plan = plan = plan_rollout_engine(self.run, acc.num_processes, free, total, step_bytes)
@@ -125,15 +132,29 @@ class OPSDTrainer:
         return rows
 
     def _setup_model(self):
+        """Base model + LoRA. A phase worker keeps it for the next cycle of the same model, LoRA and compile
+        settings, whose LoRA values are drawn afresh exactly as get_peft_model draws them here."""
+        from accelerate.utils import set_seed
         from peft import LoraConfig, get_peft_model
 
-        model = load_model(self.run.model)
         lora = self.t.lora
-        model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                                 target_modules=list(lora.target_modules), task_type="CAUSAL_LM"))
-        if self.t.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return model
+        config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                            target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+
+        def build():
+            model = load_model(self.run.model)
+            set_seed(self.run.seed)  # the LoRA draw starts at the run's seed, on a new or a kept model alike
+            model = get_peft_model(model, config)
+            if self.t.gradient_checkpointing:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            return model
+
+        def refresh(model):
+            set_seed(self.run.seed)
+            warm.fresh_adapter(model)
+
+        key = (self.run.model, repr(config), self.t.gradient_checkpointing, self.t.compile)
+        return warm.reuse("student", key, build, refresh)
 
     # --- one step --------------------------------------------------------------------------------
 
@@ -282,15 +303,21 @@ class OPSDTrainer:
 
     def cleanup(self) -> None:
         self.tracker.finish()
-        self.accelerator.end_training()
+        if warm.active():  # a kept engine gets the base weights back; it keeps its process group
+            if self.backend == "vllm":
+                self.rollout.restore_base()
+        else:
+            self.accelerator.end_training()
 
 
 def compile_decoder_layers(peft_model) -> None:
     """torch.compile every decoder layer (LoRA included): RMSNorm, rotary, SwiGLU and the LoRA
     dropout/add fuse into few kernels. Layers, not the whole model: every layer shares one compiled
-    graph, and dynamic shapes keep the varying completion lengths from forcing recompiles."""
+    graph, and dynamic shapes keep the varying completion lengths from forcing recompiles. A student kept
+    by a phase worker is compiled already and keeps its graphs."""
     for layer in peft_model.get_base_model().get_decoder().layers:
-        layer.compile(dynamic=True)
+        if layer._compiled_call_impl is None:
+            layer.compile(dynamic=True)
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
@@ -307,6 +334,15 @@ def _logged_step(line: str) -> float:
         return json.loads(line)["step"]
     except (json.JSONDecodeError, KeyError, TypeError):
         return math.inf
+
+
+def run_phase(run_dir: str | Path) -> None:
+    """The training phase, in a process of its own or in a phase worker: an unavailable model or
+    dataset ends it with a one-line reason instead of a traceback."""
+    try:
+        main(run_dir)
+    except (ModelUnavailableError, DatasetUnavailableError) as err:
+        sys.exit(f"opsd_sweep.train: {err}")
 
 
 def main(run_dir: str | Path) -> None:

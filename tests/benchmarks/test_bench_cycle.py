@@ -1,0 +1,44 @@
+"""bench_cycle.py's CPU smoke check: a real 3-cycle sweep through `python -m opsd_sweep -m` (tiny
+profile), read back from the runs' own records into bench_cycle_<date>.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_cycle_benchmark_measures_a_tiny_sweep_from_its_records(tmp_path, tiny_cache):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "work"), "--tiny",
+                           "--cache-dir", str(tiny_cache), "--steps", "2", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    [path] = out.glob("bench_cycle_*.json")
+    report = json.loads(path.read_text())
+    assert path.name == f"bench_cycle_{report['date']}.json"
+    assert report["cycles"] == 3 and report["cycles_in_a_used_worker"] == 2
+    assert report["launcher_path"] == "warm phase workers"
+    for cycle in report["per_cycle"]:  # the figures are the runs' own records
+        run_dir = tmp_path / "work" / "results" / "bench-cycle" / cycle["run"]
+        status = json.loads((run_dir / "status.json").read_text())
+        assert cycle["phase_seconds"] == status["phase_seconds"]
+        assert cycle["gpu_minutes"] == round(sum(status["phase_seconds"].values()) / 60, 3)  # CPU: no GPU-hours
+        assert len(cycle["step_seconds"]) == 2
+    steps = sorted(s for c in report["per_cycle"] for s in c["step_seconds"][1:])
+    assert report["steady_step_s"] == round(steps[1], 3)  # the median of the steady steps, step 1 left out
+    later = [c["fixed_cost_s"] for c in report["per_cycle"][1:]]
+    assert report["fixed_cost_s_after_first"] == round(sum(later) / 2, 1)
+    assert report["gpu_minutes_per_cycle"] > 0 and "PROJECTION" in report["note"]
+
+
+def test_the_cycle_benchmark_refuses_a_sweep_too_short_to_measure(tmp_path):
+    done = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--tiny",
+                           "--cycles", "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "give >= 3 cycles" in done.stderr

@@ -1,0 +1,44 @@
+"""What a phase worker keeps must not leak into the next cycle: a kept student gets exactly the LoRA
+values (and leaves the RNG exactly where) a new get_peft_model under the run's seed would."""
+
+from __future__ import annotations
+
+import torch
+from accelerate.utils import set_seed
+from peft import LoraConfig, get_peft_model
+
+from opsd_sweep.config import load_run_config
+from opsd_sweep.modeling import load_model
+from opsd_sweep.tiny import ensure_tiny_assets
+from opsd_sweep.worker.warm import fresh_adapter
+from tests.conftest import compose
+
+
+def test_a_kept_student_gets_the_adapter_a_new_process_would_draw(tiny_cache):
+    run = load_run_config(compose(["profile=tiny", f"cache_dir={tiny_cache}"]))
+    ensure_tiny_assets(run.tiny)
+    lora = lambda: LoraConfig(r=8, lora_alpha=16, target_modules=list(run.train.lora.target_modules),  # noqa: E731
+                              task_type="CAUSAL_LM")
+
+    set_seed(3)
+    new = get_peft_model(load_model(run.model), lora())
+    wanted = {name: (p.detach().clone(), p.requires_grad) for name, p in new.named_parameters()}
+    rng_after = torch.random.get_rng_state()
+
+    set_seed(1)  # a student kept from an earlier cycle of another seed, trained, in train mode with grads
+    kept = get_peft_model(load_model(run.model), lora())
+    for name, p in kept.named_parameters():
+        if p.requires_grad:
+            p.data.add_(0.5)
+            p.grad = torch.ones_like(p)
+    kept.train()
+    set_seed(3)
+    fresh_adapter(kept)
+
+    got = dict(kept.named_parameters())
+    assert set(got) == set(wanted)
+    for name, (value, trainable) in wanted.items():
+        assert torch.equal(got[name], value) and got[name].requires_grad == trainable, name
+        assert got[name].grad is None
+    assert torch.equal(torch.random.get_rng_state(), rng_after)
+    assert not kept.training and list(kept.peft_config) == ["default"]
