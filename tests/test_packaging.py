@@ -61,3 +61,14 @@ def test_the_wheel_composes_its_configs_outside_the_checkout(unpacked_wheel, tmp
     job = from_wheel(unpacked_wheel, tmp_path, "-m", "opsd_sweep", "learning_rate=1.4e-5", "seed=2", "--cfg", "job")
     assert job.returncode == 0, job.stderr[-2000:]
     assert "name: qwen3-1.7b" in job.stdout and "learning_rate: 1.4e-05" in job.stdout and "seed: 2" in job.stdout
+
+
+def test_the_checkout_install_reads_conf_in_place_from_any_directory(tmp_path):
+    """`make install` (editable): conf/ is read where it is, and the Hydra plugins under src/ are found."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    where = subprocess.run([sys.executable, "-c", "import opsd_sweep; print(opsd_sweep.CONF_DIR)"], cwd=tmp_path,
+                           env=env, text=True, capture_output=True, timeout=60)
+    assert Path(where.stdout.strip()) == REPO / "conf", where.stderr
+    job = subprocess.run([sys.executable, "-m", "opsd_sweep", "profile=tiny", "--cfg", "hydra"], cwd=tmp_path,
+                         env=env, text=True, capture_output=True, timeout=60)
+    assert job.returncode == 0 and "max_parallel: 2" in job.stdout, job.stderr[-2000:]  # the local_gpus launcher
