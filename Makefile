@@ -44,6 +44,9 @@ summary: install  ## verdicts, seeds advice, tables and plots for $(RESULTS); mo
 test: install  ## the test suite (what CI runs)
 	$(PY) -m pytest
 
+test-fast: install  ## the tests not marked slow (no real multi-process sweeps)
+	$(PY) -m pytest -m "not slow"
+
 check-wheel:  ## build a wheel, install it in a fresh venv, run --help, --cfg job and a tiny cycle outside the checkout (~2 min)
 	bash ci/check_wheel.sh "$(TORCH)"
 

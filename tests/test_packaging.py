@@ -47,10 +47,13 @@ def from_wheel(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, text=True, capture_output=True, timeout=120)
 
 
-def test_the_wheel_ships_every_config_file(unpacked_wheel):
-    shipped = {p.relative_to(unpacked_wheel / "opsd_sweep/conf") for p in (unpacked_wheel / "opsd_sweep/conf").rglob("*")
-               if p.is_file()}
-    assert shipped == {p.relative_to(REPO / "conf") for p in (REPO / "conf").rglob("*") if p.is_file()}
+def files_under(folder: Path) -> set[Path]:
+    return {p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.mark.parametrize("installed, checkout", [("conf", "conf"), ("accelerate_configs", "launchers/accelerate")])
+def test_the_wheel_ships_every_config_file(unpacked_wheel, installed, checkout):
+    assert files_under(unpacked_wheel / "opsd_sweep" / installed) == files_under(REPO / checkout)
 
 
 def test_the_wheel_composes_its_configs_outside_the_checkout(unpacked_wheel, tmp_path):

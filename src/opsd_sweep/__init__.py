@@ -16,6 +16,8 @@ def shipped_dir(package: str, checkout: str) -> Path:
 
 #: The Hydra config directory (the only place defaults live): conf/ of a checkout, opsd_sweep/conf of a wheel.
 CONF_DIR = shipped_dir("conf", "conf")
+#: accelerate's config file of each train.strategy (cycle.phase_command passes it to `accelerate launch`).
+ACCELERATE_DIR = shipped_dir("accelerate_configs", "launchers/accelerate")
 
 
 def job_gpus(executor: str, num_gpus: int) -> int:

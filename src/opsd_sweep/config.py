@@ -63,6 +63,7 @@ class TrainConfig:
     max_grad_norm: float = MISSING
     gradient_checkpointing: bool = MISSING
     compile: bool = MISSING  # torch.compile each decoder layer, on GPU only (fuses the element-wise work)
+    strategy: str = MISSING  # ddp | fsdp: how num_gpus > 1 processes hold the model (launchers/accelerate/)
     teacher: str = MISSING     # fixed | ema | student (opsd_sweep.train.teacher)
     ema_decay: float = MISSING  # teacher=ema: ema <- decay * ema + (1 - decay) * weights per optimizer step
     report_to: str = MISSING    # none | tensorboard | wandb (opsd_sweep.trackers)
@@ -230,7 +231,7 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers", "average_last"),
                           "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
-                          "train": ("compile", "report_to", "wandb_project"),
+                          "train": ("compile", "strategy", "report_to", "wandb_project"),
                           "tiny": ("dir",)}
 
 # Knobs added after runs existed, at the value those runs had: left out of the key there, so a finished
@@ -240,6 +241,7 @@ KEY_OMITTED_WHEN = {("train", "teacher"): lambda train: train["teacher"] == "fix
                     ("eval", "checkpoints"): lambda e: e["checkpoints"] == "final"}
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
+STRATEGIES = ("ddp", "fsdp")  # launchers/accelerate/<strategy>.yaml, passed by the cycle to accelerate launch
 EVAL_CHECKPOINTS = ("final", "all")
 
 CHOICES = {
@@ -321,6 +323,7 @@ def validate(run: RunConfig) -> list[str]:
     need(t.teacher in TEACHERS, f"train.teacher={t.teacher!r} is not one of {list(TEACHERS)}")
     need(0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = the fixed teacher, 0 = the "
                                 "student teacher)")
+    problems.extend(_check_strategy(run))
     need(t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}")
     from opsd_sweep.trackers import missing_tracker_package  # (it imports this module)
     tracker_problem = missing_tracker_package(t.report_to)
@@ -375,6 +378,29 @@ def validate(run: RunConfig) -> list[str]:
         need(sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
              "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0")
         need(sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1")
+    return problems
+
+
+def _check_strategy(run: RunConfig) -> list[str]:
+    """FSDP shards the weights over the training processes: it needs several, a rollout engine that does not
+    need every rank's full weights (vllm), and a teacher that is no extra unsharded copy."""
+    t = run.train
+    if t.strategy not in STRATEGIES:
+        return [f"train.strategy={t.strategy!r} is not one of {list(STRATEGIES)}"]
+    if t.strategy != "fsdp":
+        return []
+    problems = []
+    if t.num_gpus < 2:
+        problems.append(f"train.strategy=fsdp shards the model over processes, but train.num_gpus={t.num_gpus} runs "
+                        "one; use train.num_gpus >= 2 or train.strategy=ddp")
+    rollout_vllm = run.rollout.backend == "vllm" or (run.rollout.backend == "auto" and vllm_installed())
+    if not rollout_vllm:
+        problems.append(f"train.strategy=fsdp needs rollout.backend=vllm (got {run.rollout.backend!r}"
+                        f"{', and vllm is not installed' if run.rollout.backend == 'auto' else ''}): HF generate "
+                        "needs every rank's full weights; use train.strategy=ddp, or make install-gpu")
+    if t.teacher == "ema":
+        problems.append("train.strategy=fsdp with train.teacher=ema: the EMA copy of the LoRA weights is not "
+                        "sharded; use train.teacher=fixed or train.strategy=ddp")
     return problems
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from opsd_sweep import backends
+from opsd_sweep import ACCELERATE_DIR, backends
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.legacy import find_or_adopt
@@ -241,13 +241,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def phase_command(phase: str, run_dir: RunDir, gpus: list[str]) -> list[str]:
-    """The argument list of a phase. Multi-GPU training goes through `accelerate launch`, on the port
-    the launcher reserved for this job (OPSD_MAIN_PORT) or a free one."""
+def phase_command(phase: str, run_dir: RunDir, gpus: list[str], strategy: str = "ddp") -> list[str]:
+    """The argument list of a phase. Multi-GPU training goes through `accelerate launch` with the config
+    file of train.strategy, on the port the launcher reserved for this job (OPSD_MAIN_PORT) or a free one."""
     module = f"opsd_sweep.{phase}"
     if phase == "train" and len(gpus) > 1:
         port = os.environ.get("OPSD_MAIN_PORT") or str(free_port())
-        return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(len(gpus)),
+        return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                str(ACCELERATE_DIR / f"{strategy}.yaml"), "--num_processes", str(len(gpus)),
                 "--main_process_port", port, "-m", module, str(run_dir.path)]
     return [sys.executable, "-m", module, str(run_dir.path)]
 
@@ -265,7 +266,7 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
     with open(log, "a") as handle:
         handle.write(f"\n=== {utc_now()} {phase} ===\n")
         handle.flush()
-        proc = subprocess.run(phase_command(phase, run_dir, gpus), stdout=handle, stderr=subprocess.STDOUT,
+        proc = subprocess.run(phase_command(phase, run_dir, gpus, run.train.strategy), stdout=handle, stderr=subprocess.STDOUT,
                               env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                               check=False)
     if proc.returncode != 0:

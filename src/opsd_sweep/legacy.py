@@ -24,7 +24,7 @@ from opsd_sweep.runs import RunDir, atomic_write_text, current_owner, find_run_d
 ADDED_FIELDS = {
     "train.teacher": "fixed", "train.ema_decay": 0.999, "train.report_to": "none",
     "train.wandb_project": "opsd_sweep", "eval.checkpoints": "final", "eval.average_last": 3,
-    "eval.suite": None, "eval.max_num_seqs": 256,
+    "eval.suite": None, "eval.max_num_seqs": 256, "train.strategy": "ddp",
 }
 
 

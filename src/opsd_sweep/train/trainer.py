@@ -53,8 +53,8 @@ class OPSDTrainer:
 
         # CPU when asked (num_gpus=0) or when there is no GPU (CPU processes then talk over gloo)
         self.accelerator = acc = Accelerator(cpu=self.t.num_gpus == 0 or not torch.cuda.is_available())
-        self._check_world()
         self.sharded = acc.distributed_type == DistributedType.FSDP
+        self._check_world()
         set_seed(self.run.seed)  # same LoRA init on every rank
         self.rows = self._setup_data()  # before the model: a missing dataset fails in seconds
         self.tokenizer = load_tokenizer(self.run.model)
@@ -89,8 +89,8 @@ class OPSDTrainer:
         acc.print(f"[train] rollout backend: {self.backend} ({why})")
         self.engine_plan = None
         if self.sharded and self.backend == "hf":
-            raise ValueError("FSDP shards the weights that HF generate needs on every rank; use a DDP launcher "
-                             "(launchers/accelerate/ddp_*.yaml) or rollout.backend=vllm (make install-gpu)")
+            raise ValueError("FSDP shards the weights that HF generate needs on every rank; use train.strategy=ddp "
+                             "or rollout.backend=vllm (make install-gpu)")
         if self.backend == "hf":
             return HFRollout(self.run.rollout, self.peft_model, self.tokenizer.pad_token_id, self.eos_ids,
                              static_cache=acc.device.type == "cuda")
@@ -114,6 +114,11 @@ class OPSDTrainer:
                              f"global_batch_size {t.global_batch_size} = processes x per_device_batch_size "
                              f"{t.per_device_batch_size} x grad_accum_steps {t.grad_accum_steps} needs them "
                              "to agree: launch with --num_processes matching train.num_gpus")
+        launched = "fsdp" if self.sharded else "ddp"
+        if acc.num_processes > 1 and launched != t.strategy:
+            raise ValueError(f"train.strategy={t.strategy} but this was launched as {launched}: launch with "
+                             f"--config_file launchers/accelerate/{t.strategy}.yaml")
+        acc.print(f"[train] {acc.num_processes} process(es), {acc.distributed_type.value}, {acc.device.type}")
 
     def _setup_data(self) -> list[dict]:
         d = self.run.data
