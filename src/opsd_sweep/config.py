@@ -50,6 +50,16 @@ class LoraConfig:
 
 
 @dataclass
+class CollapseConfig:
+    """The collapse rule (opsd_sweep.collapse): the band of a run's first early_steps steps."""
+    early_steps: int = MISSING   # steps that set the band
+    patience: int = MISSING      # consecutive out-of-band steps that make a collapse
+    kl_ratio: float = MISSING    # kl_true above kl_ratio x the early steps' largest
+    length_band: float = MISSING  # rollout_len further than this share from the early mean
+    cap_rise: float = MISSING    # rollout_cap_frac above the early mean + cap_rise
+
+
+@dataclass
 class TrainConfig:
     num_gpus: int = MISSING
     per_device_batch_size: int = MISSING
@@ -68,6 +78,8 @@ class TrainConfig:
     ema_decay: float = MISSING  # teacher=ema: ema <- decay * ema + (1 - decay) * weights per optimizer step
     report_to: str = MISSING    # none | tensorboard | wandb (opsd_sweep.trackers)
     wandb_project: str = MISSING  # report_to=wandb: the W&B project
+    stop_on_collapse: bool = MISSING  # stop a run at its collapse (state collapsed, no evaluation)
+    collapse: CollapseConfig = field(default_factory=CollapseConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     student_thinking: bool = MISSING
     teacher_thinking: bool = MISSING
@@ -231,7 +243,7 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers", "average_last"),
                           "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
-                          "train": ("compile", "strategy", "report_to", "wandb_project"),
+                          "train": ("compile", "strategy", "report_to", "wandb_project", "stop_on_collapse", "collapse"),
                           "tiny": ("dir",)}
 
 # Knobs added after runs existed, at the value those runs had: left out of the key there, so a finished
@@ -328,6 +340,12 @@ def validate(run: RunConfig) -> list[str]:
     from opsd_sweep.trackers import missing_tracker_package  # (it imports this module)
     tracker_problem = missing_tracker_package(t.report_to)
     need(tracker_problem is None, str(tracker_problem))
+    c = t.collapse
+    need(c.early_steps >= 1 and c.patience >= 1, f"train.collapse.early_steps={c.early_steps} and "
+                                                  f"train.collapse.patience={c.patience} must be >= 1")
+    need(c.kl_ratio > 1, f"train.collapse.kl_ratio={c.kl_ratio} must be > 1 (a multiple of the early steps' largest KL)")
+    need(c.length_band > 0 and c.cap_rise > 0, f"train.collapse.length_band={c.length_band} and "
+                                                f"train.collapse.cap_rise={c.cap_rise} must be > 0")
     need(t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1")
     need(0 <= t.lora.dropout < 1, f"train.lora.dropout={t.lora.dropout} must be in [0, 1)")
     for key, template, fields in (("train.student_prompt", t.student_prompt, ("problem",)),

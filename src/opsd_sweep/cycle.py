@@ -23,7 +23,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from opsd_sweep import ACCELERATE_DIR, backends
+from opsd_sweep import ACCELERATE_DIR, backends, collapse
 from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.legacy import find_or_adopt
@@ -94,6 +94,9 @@ def skip_reason(run: RunConfig, status: dict) -> tuple[str, str] | None:
     state = status.get("state")
     if state == "done" and not run.force:
         return "done", "already done"
+    if state == "collapsed" and run.train.stop_on_collapse and not run.force:  # settled, as a finding
+        return "done", (f"collapsed at step {(status.get('collapse') or {}).get('step')} and stopped before "
+                        "(train.stop_on_collapse=false trains it on, force=true reruns it)")
     # A SLURM job requeued after a preemption continues its own run even if the kill marked it failed.
     requeued_here = status.get("job_id") is not None and status.get("job_id") == slurm_job_id()
     if state == "failed" and not (run.rerun_failed or run.force or requeued_here):
@@ -104,7 +107,7 @@ def skip_reason(run: RunConfig, status: dict) -> tuple[str, str] | None:
 def run_cycle(run: RunConfig) -> dict:
     """Run one train-then-eval cycle unless it is settled or claimed by a live process.
 
-    Returns a small dict: key, run_dir, state ('done' | 'failed' | 'skipped'); a skipped run has a
+    Returns a small dict: key, run_dir, state ('done' | 'collapsed' | 'failed' | 'skipped'); a skipped run has a
     reason 'done' | 'failed' | 'claimed' and a detail (the text printed).
     """
     with signals_raise():  # Ctrl-C / SIGTERM: the run is marked interrupted, the claim released
@@ -137,7 +140,7 @@ def _run_cycle(run: RunConfig) -> dict:
 
 
 def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
-    if run.force and previous.get("state") == "done":  # a forced rerun starts from scratch
+    if run.force and previous.get("state") in ("done", "collapsed"):  # a forced rerun starts from scratch
         shutil.rmtree(run_dir.train_dir, ignore_errors=True)
         shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         previous = {"attempts": previous.get("attempts", 0)}
@@ -174,6 +177,11 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
                     phase_seconds[name] = round(phase_seconds.get(name, 0.0) + part, 2)
                 gpu_hours = round(gpu_hours + seconds * len(gpus) / 3600, 4)
                 run_dir.update_status(phase_seconds=phase_seconds, gpu_hours=gpu_hours)
+            if phase == "train" and run.train.stop_on_collapse and (found := collapse.read_marker(run_dir)):
+                run_dir.update_status(state="collapsed", ended_at=utc_now(), collapse=found)
+                print(f"[opsd_sweep] collapsed {run_dir.path.name} at step {found['step']} ({found['reason']}): "
+                      "stopped, not evaluated (train.stop_on_collapse)", flush=True)
+                return {"state": "collapsed", "collapse": found}
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the phase process is stopped; a rerun resumes
         during = run_dir.read_status().get("state")
         run_dir.update_status(state="interrupted", ended_at=utc_now(),
@@ -336,7 +344,7 @@ def record_lost_job(job_cfg: DictConfig, error: dict, owner: dict) -> None:
     run = load_run_config(job_cfg)
     key, run_dir = locate_run(run)
     status = run_dir.read_status()
-    if status.get("state") in ("done", "failed", "interrupted"):  # interrupted: it said so itself; resumable
+    if status.get("state") in ("done", "collapsed", "failed", "interrupted"):  # interrupted: it said so; resumable
         return
     ours = all(status.get(field) in (None, value) for field, value in owner.items())
     holder = current_owner(run_dir)

@@ -15,6 +15,7 @@ from typing import Callable
 
 from omegaconf import OmegaConf
 
+from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig, from_dict, to_dict
 from opsd_sweep.runs import RunDir, atomic_write_text, current_owner, find_run_dir, owner_alive, read_json_or_none
 
@@ -24,7 +25,9 @@ from opsd_sweep.runs import RunDir, atomic_write_text, current_owner, find_run_d
 ADDED_FIELDS = {
     "train.teacher": "fixed", "train.ema_decay": 0.999, "train.report_to": "none",
     "train.wandb_project": "opsd_sweep", "eval.checkpoints": "final", "eval.average_last": 3,
-    "eval.suite": None, "eval.max_num_seqs": 256, "train.strategy": "ddp",
+    "eval.suite": None, "eval.max_num_seqs": 256, "train.strategy": "ddp", "train.stop_on_collapse": False,
+    # earlier runs had no collapse rule; the summary judges them by today's default
+    "train.collapse": OmegaConf.to_container(OmegaConf.load(CONF_DIR / "recipe/paper.yaml").train.collapse),
 }
 
 

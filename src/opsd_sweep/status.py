@@ -23,9 +23,9 @@ from rich.text import Text
 from opsd_sweep.console import table_console
 from opsd_sweep.runs import RunDir, current_owner, owner_alive, read_json
 
-ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "done")
+ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "collapsed", "done")
 STYLE = {"training": "cyan", "evaluating": "cyan", "pending": "yellow", "queued": "yellow",
-         "interrupted": "magenta", "failed": "red", "done": "green"}
+         "interrupted": "magenta", "failed": "red", "collapsed": "red", "done": "green"}
 ACTIVE = ("pending", "training", "evaluating")
 
 

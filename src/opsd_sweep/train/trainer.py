@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from opsd_sweep import collapse
+from opsd_sweep.analysis.collect import training_steps
 from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.data import load_rows
 from opsd_sweep.modeling import eos_token_ids, load_model, load_tokenizer
@@ -77,6 +79,10 @@ class OPSDTrainer:
             self._resume(latest)
         elif acc.is_main_process:  # a fresh start (or a restart before the first checkpoint) logs from step 1
             _truncate_metrics(self.run_dir.metrics, 0)
+        # the steps so far, for the collapse rule (every rank reads them: the lines up to its step are the same)
+        self.history = [line for line in training_steps(self.run_dir) if line["step"] <= self.step]
+        if acc.is_main_process:
+            collapse.clear_marker(self.run_dir)
         self.rollout = self._setup_rollout()
         if self.t.compile and acc.device.type == "cuda":  # on CPU compiling costs more than it saves
             compile_decoder_layers(self.peft_model)
@@ -212,23 +218,35 @@ class OPSDTrainer:
 
     # --- loop ------------------------------------------------------------------------------------
 
-    def train(self) -> None:
+    def train(self) -> collapse.Collapse | None:
+        """Train to train.max_steps, or (train.stop_on_collapse) to the step the run is found collapsed."""
         from tqdm import tqdm
 
         t = self.t
         self.model.train()
         bar = tqdm(total=t.max_steps, initial=self.step, desc="OPSD steps", unit="step",
                    disable=not self.accelerator.is_main_process)
+        found = None
         while self.step < t.max_steps:
             line = self.train_step()
             self._write_metrics(line)
+            self.history.append(line)
             self.tracker.log({"train": line}, self.step)
             bar.update(1)
             bar.set_postfix(loss=f"{line['loss']:.4f}", kl=f"{line['kl_true']:.4f}",
                             len=f"{line['rollout_len']:.0f}", s=f"{line['step_seconds']:.2f}")
-            if self.step % t.save_steps == 0 or self.step == t.max_steps:
-                self.save_checkpoint()
+            # the rule reads all-reduced values only, so every rank stops at the same step
+            found = collapse.find_collapse(self.history, t.collapse) if t.stop_on_collapse else None
+            if self.step % t.save_steps == 0 or self.step == t.max_steps or found:
+                self.save_checkpoint()  # a stopped run keeps its weights: stop_on_collapse=false trains it on
+            if found:
+                self.accelerator.print(f"[train] collapsed at step {found.step} ({found.reason}); stopped at "
+                                       f"step {self.step} (train.stop_on_collapse)")
+                if self.accelerator.is_main_process:
+                    collapse.write_marker(self.run_dir, found)
+                break
         bar.close()
+        return found
 
     def _metrics(self, records: list[dict], rollouts: Rollouts, grad_norm: float, lr: float, timer: PhaseTimer,
                  memory: StepMemory, seconds: float) -> dict:
@@ -322,6 +340,6 @@ def main(run_dir: str | Path) -> None:
     run_dir.train_dir.mkdir(parents=True, exist_ok=True)
     trainer = OPSDTrainer(run, run_dir)
     trainer.setup()
-    trainer.train()
-    trainer.evaluate_final()
+    if trainer.train() is None:  # a collapsed run is not evaluated
+        trainer.evaluate_final()
     trainer.cleanup()
