@@ -36,3 +36,11 @@ def test_the_race_report_says_how_many_seeds_of_each_config_collapsed_and_where(
     section = "\n".join(race_section(read_race(log.path), None))
     assert "- a: no collapse in 2 seeds" in section
     assert "- b: collapsed in 2 of 3 seeds, at steps 4, 5" in section
+
+
+def test_a_run_whose_config_names_no_usable_rule_is_not_judged_and_says_why():
+    from opsd_sweep.analysis.collapses import collapse_columns
+
+    judged = collapse_columns({"train": {"collapse": {"kl_ratio": "high"}}}, [{"step": 1, "kl_true": 1.0}])
+    assert judged["collapse_step"] != judged["collapse_step"]  # NaN: not flagged
+    assert judged["collapse_reason"].startswith("no usable train.collapse in config.yaml")

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+from omegaconf.errors import OmegaConfBaseException
 
 from opsd_sweep.collapse import find_collapse, rule_of
 from opsd_sweep.runs import RunDir
@@ -17,7 +18,13 @@ RULE = ("a run collapsed at the first of `train.collapse.patience` steps in a ro
 
 def collapse_columns(config: dict, steps: list[dict]) -> dict:
     """runs.csv's collapse_step (NaN: no collapse, or no training) and collapse_reason of one run."""
-    found = find_collapse(steps, rule_of(config)) if steps else None
+    if not steps:
+        return {"collapse_step": math.nan, "collapse_reason": None}
+    try:
+        rule = rule_of(config)
+    except (KeyError, TypeError, OmegaConfBaseException) as err:  # a hand-edited config.yaml: judge nothing, say why
+        return {"collapse_step": math.nan, "collapse_reason": f"no usable train.collapse in config.yaml ({err!r})"[:200]}
+    found = find_collapse(steps, rule)
     return {"collapse_step": found.step if found else math.nan, "collapse_reason": found.reason if found else None}
 
 
