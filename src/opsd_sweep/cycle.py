@@ -153,7 +153,7 @@ def _run_claimed(run: RunConfig, key: str, run_dir: RunDir, previous: dict, clai
     owner = claim.owner
     run_dir.update_status(key=key, state="pending", attempts=previous.get("attempts", 0) + 1,
                           host=owner["host"], pid=owner["pid"], job_id=owner["job_id"], gpus=[],
-                          started_at=utc_now(), ended_at=None, error=None,
+                          started_at=utc_now(), ended_at=None, error=None, collapse=None,
                           phase_seconds=phase_seconds, gpu_hours=gpu_hours)
     try:
         if run.executor == "simulate":  # the noise model writes the run dir: no phase processes
@@ -274,8 +274,8 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
     with open(log, "a") as handle:
         handle.write(f"\n=== {utc_now()} {phase} ===\n")
         handle.flush()
-        proc = subprocess.run(phase_command(phase, run_dir, gpus, run.train.strategy), stdout=handle, stderr=subprocess.STDOUT,
-                              env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        proc = subprocess.run(phase_command(phase, run_dir, gpus, run.train.strategy), stdout=handle,
+                              stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                               check=False)
     if proc.returncode != 0:
         raise PhaseFailed(phase, proc.returncode, log)

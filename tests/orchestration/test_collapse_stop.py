@@ -29,7 +29,7 @@ def test_the_demo_lr_that_breaks_the_model_is_stopped_at_its_collapse_and_the_ot
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]  # a collapse is a finding, not a failure
     runs = by_lr(tmp_path)
     broken, healthy = status(runs[0.03]), status(runs[0.01])
-    assert healthy["state"] == "done" and "collapse" not in healthy
+    assert healthy["state"] == "done" and healthy["collapse"] is None
     assert broken["state"] == "collapsed" and broken["collapse"]["step"] <= 10, broken  # early, of 20 steps
     steps = [json.loads(line)["step"] for line in (runs[0.03] / "train/metrics.jsonl").open()]
     assert len(steps) < 20 and (runs[0.03] / f"train/checkpoint-{steps[-1]}").is_dir()  # its GPU time saved
