@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: help install install-gpu gpu-check demo summary test test-fast clean
+.PHONY: help install install-gpu gpu-check demo summary test test-fast check-wheel clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,12 @@ summary: install  ## verdicts, seeds advice, tables and plots for $(RESULTS); mo
 
 test: install  ## the test suite (what CI runs)
 	$(PY) -m pytest
+
+test-fast: install  ## the tests not marked slow (no real multi-process sweeps)
+	$(PY) -m pytest -m "not slow"
+
+check-wheel:  ## build a wheel, install it in a fresh venv, run --help, --cfg job and a tiny cycle outside the checkout (~2 min)
+	bash ci/check_wheel.sh "$(TORCH)"
 
 clean:  ## remove results and caches (keeps the venv)
 	rm -rf $(RESULTS) .cache multirun outputs .pytest_cache

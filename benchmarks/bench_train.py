@@ -413,7 +413,7 @@ def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: 
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(gpus), *module]
     else:
         command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                   str(REPO / f"launchers/accelerate/ddp_{gpus}gpu.yaml"), *module]
+                   str(REPO / "launchers/accelerate/ddp.yaml"), "--num_processes", str(gpus), *module]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
     if not tiny:  # the first `gpus` of the GPUs this benchmark may use
         visible = os.environ.get("CUDA_VISIBLE_DEVICES") or ",".join(map(str, range(torch.cuda.device_count())))

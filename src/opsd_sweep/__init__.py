@@ -4,8 +4,20 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-#: The Hydra config directory (the only place defaults live).
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+def shipped_dir(package: str, checkout: str) -> Path:
+    """A folder of data files: inside the installed package (a wheel: pyproject's package-dir puts it
+    there), else where it lives in a checkout (editable install, or src/ on the path). A path, not
+    importlib.resources: setuptools' editable finder does not import a folder without __init__.py."""
+    here = Path(__file__).resolve().parent
+    installed = here / package
+    return installed if installed.is_dir() else here.parents[1] / checkout
+
+
+#: The Hydra config directory (the only place defaults live): conf/ of a checkout, opsd_sweep/conf of a wheel.
+CONF_DIR = shipped_dir("conf", "conf")
+#: accelerate's config file of each train.strategy (cycle.phase_command passes it to `accelerate launch`).
+ACCELERATE_DIR = shipped_dir("accelerate_configs", "launchers/accelerate")
 
 
 def job_gpus(executor: str, num_gpus: int) -> int:

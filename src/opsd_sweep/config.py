@@ -51,6 +51,16 @@ class LoraConfig:
 
 
 @dataclass
+class CollapseConfig:
+    """The collapse rule (opsd_sweep.collapse): the band of a run's first early_steps steps."""
+    early_steps: int = MISSING   # steps that set the band
+    patience: int = MISSING      # consecutive out-of-band steps that make a collapse
+    kl_ratio: float = MISSING    # kl_true above kl_ratio x the early steps' largest
+    length_band: float = MISSING  # rollout_len further than this share from the early mean
+    cap_rise: float = MISSING    # rollout_cap_frac above the early mean + cap_rise
+
+
+@dataclass
 class TrainConfig:
     num_gpus: int = MISSING
     per_device_batch_size: int = MISSING
@@ -64,10 +74,13 @@ class TrainConfig:
     max_grad_norm: float = MISSING
     gradient_checkpointing: bool = MISSING
     compile: bool = MISSING  # torch.compile each decoder layer, on GPU only (fuses the element-wise work)
+    strategy: str = MISSING  # ddp | fsdp: how num_gpus > 1 processes hold the model (launchers/accelerate/)
     teacher: str = MISSING     # fixed | ema | student (opsd_sweep.train.teacher)
     ema_decay: float = MISSING  # teacher=ema: ema <- decay * ema + (1 - decay) * weights per optimizer step
     report_to: str = MISSING    # none | tensorboard | wandb (opsd_sweep.trackers)
     wandb_project: str = MISSING  # report_to=wandb: the W&B project
+    stop_on_collapse: bool = MISSING  # stop a run at its collapse (state collapsed, no evaluation)
+    collapse: CollapseConfig = field(default_factory=CollapseConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     student_thinking: bool = MISSING
     teacher_thinking: bool = MISSING
@@ -231,11 +244,12 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers", "average_last"),
                           "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
-                          "train": ("compile", "report_to", "wandb_project"),
+                          "train": ("compile", "strategy", "report_to", "wandb_project", "stop_on_collapse", "collapse"),
                           "tiny": ("dir",)}
 
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
+STRATEGIES = ("ddp", "fsdp")  # launchers/accelerate/<strategy>.yaml, passed by the cycle to accelerate launch
 EVAL_CHECKPOINTS = ("final", "all")
 
 CHOICES = {
@@ -317,7 +331,14 @@ def validate(run: RunConfig) -> list[str]:
     need(t.teacher in TEACHERS, f"train.teacher={t.teacher!r} is not one of {list(TEACHERS)}")
     need(0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = the fixed teacher, 0 = the "
                                 "student teacher)")
+    problems.extend(_check_strategy(run))
     need(t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}")
+    c = t.collapse
+    need(c.early_steps >= 1 and c.patience >= 1, f"train.collapse.early_steps={c.early_steps} and "
+                                                  f"train.collapse.patience={c.patience} must be >= 1")
+    need(c.kl_ratio > 1, f"train.collapse.kl_ratio={c.kl_ratio} must be > 1 (a multiple of the early steps' largest KL)")
+    need(c.length_band > 0 and c.cap_rise > 0, f"train.collapse.length_band={c.length_band} and "
+                                                f"train.collapse.cap_rise={c.cap_rise} must be > 0")
     need(t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1")
     need(0 <= t.lora.dropout < 1, f"train.lora.dropout={t.lora.dropout} must be in [0, 1)")
     for key, template, fields in (("train.student_prompt", t.student_prompt, ("problem",)),
@@ -370,6 +391,27 @@ def validate(run: RunConfig) -> list[str]:
         need(sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
              "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0")
         need(sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1")
+    return problems
+
+
+def _check_strategy(run: RunConfig) -> list[str]:
+    """FSDP shards the weights over the training processes: it needs several, a rollout engine that does not
+    need every rank's full weights (vllm), and a teacher that is no extra unsharded copy."""
+    t = run.train
+    if t.strategy not in STRATEGIES:
+        return [f"train.strategy={t.strategy!r} is not one of {list(STRATEGIES)}"]
+    if t.strategy != "fsdp":
+        return []
+    problems = []
+    if t.num_gpus < 2:
+        problems.append(f"train.strategy=fsdp shards the model over processes, but train.num_gpus={t.num_gpus} runs "
+                        "one; use train.num_gpus >= 2 or train.strategy=ddp")
+    if run.rollout.backend == "hf":  # `auto` without vllm installed: the pre-flight says so (preflight.py)
+        problems.append("train.strategy=fsdp needs rollout.backend=vllm (got 'hf'): HF generate needs every rank's "
+                        "full weights; use train.strategy=ddp or rollout.backend=vllm")
+    if t.teacher == "ema":
+        problems.append("train.strategy=fsdp with train.teacher=ema: the EMA copy of the LoRA weights is not "
+                        "sharded; use train.teacher=fixed or train.strategy=ddp")
     return problems
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from opsd_sweep import backends
+from opsd_sweep import ACCELERATE_DIR, backends, collapse
 from opsd_sweep.config import RunConfig, input_identities, load_run_config, to_dict
 from opsd_sweep.identity import evaluation_problem
 from opsd_sweep.interrupt import signals_raise
@@ -34,7 +34,7 @@ from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.run.keys import cycle_key
 from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
                              atomic_write_text, claim_run, current_owner, owner_alive, read_json,
-                             release_run, run_key, run_slug, slurm_job_id, slurm_job_state, utc_now)
+                             release_run, run_slug, slurm_job_id, slurm_job_state, utc_now)
 from opsd_sweep.simulate import simulate_cycle
 from opsd_sweep.worker import client as worker_client
 
@@ -102,6 +102,9 @@ def skip_reason(run: RunConfig, status: dict) -> tuple[str, str] | None:
     state = status.get("state")
     if state == "done" and not run.force:
         return "done", "already done"
+    if state == "collapsed" and run.train.stop_on_collapse and not run.force:  # settled, as a finding
+        return "done", (f"collapsed at step {(status.get('collapse') or {}).get('step')} and stopped before "
+                        "(train.stop_on_collapse=false trains it on, force=true reruns it)")
     # A SLURM job requeued after a preemption continues its own run even if the kill marked it failed.
     requeued_here = status.get("job_id") is not None and status.get("job_id") == slurm_job_id()
     if state == "failed" and not (run.rerun_failed or run.force or requeued_here):
@@ -112,7 +115,7 @@ def skip_reason(run: RunConfig, status: dict) -> tuple[str, str] | None:
 def run_cycle(run: RunConfig) -> dict:
     """Run one train-then-eval cycle unless it is settled or claimed by a live process.
 
-    Returns a small dict: key, run_dir, state ('done' | 'failed' | 'skipped'); a skipped run has a
+    Returns a small dict: key, run_dir, state ('done' | 'collapsed' | 'failed' | 'skipped'); a skipped run has a
     reason 'done' | 'failed' | 'claimed' and a detail (the text printed).
     """
     with signals_raise():  # Ctrl-C / SIGTERM: the run is marked interrupted, the claim released
@@ -156,7 +159,7 @@ def _run_cycle(run: RunConfig) -> dict:
 
 def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dict, claim: Claim) -> dict:
     key = where.key
-    if run.force and previous.get("state") == "done":  # a forced rerun starts from scratch
+    if run.force and previous.get("state") in ("done", "collapsed"):  # a forced rerun starts from scratch
         shutil.rmtree(run_dir.train_dir, ignore_errors=True)
         shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         previous = {"attempts": previous.get("attempts", 0)}
@@ -173,7 +176,7 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
     owner = claim.owner
     run_dir.update_status(key=key, state="pending", attempts=previous.get("attempts", 0) + 1,
                           host=owner["host"], pid=owner["pid"], job_id=owner["job_id"], gpus=[],
-                          started_at=utc_now(), ended_at=None, error=None,
+                          started_at=utc_now(), ended_at=None, error=None, collapse=None,
                           phase_seconds=phase_seconds, gpu_hours=gpu_hours)
     try:
         if run.executor == "simulate":  # the noise model writes the run dir: no phase processes
@@ -197,6 +200,11 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
                     phase_seconds[name] = round(phase_seconds.get(name, 0.0) + part, 2)
                 gpu_hours = round(gpu_hours + seconds * len(gpus) / 3600, 4)
                 run_dir.update_status(phase_seconds=phase_seconds, gpu_hours=gpu_hours)
+            if phase == "train" and run.train.stop_on_collapse and (found := collapse.read_marker(run_dir)):
+                run_dir.update_status(state="collapsed", ended_at=utc_now(), collapse=found)
+                print(f"[opsd_sweep] collapsed {run_dir.path.name} at step {found['step']} ({found['reason']}): "
+                      "stopped, not evaluated (train.stop_on_collapse)", flush=True)
+                return {"state": "collapsed", "collapse": found}
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the phase process is stopped; a rerun resumes
         during = run_dir.read_status().get("state")
         run_dir.update_status(state="interrupted", ended_at=utc_now(),
@@ -270,13 +278,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def phase_command(phase: str, run_dir: RunDir, gpus: list[str]) -> list[str]:
-    """The argument list of a phase. Multi-GPU training goes through `accelerate launch`, on the port
-    the launcher reserved for this job (OPSD_MAIN_PORT) or a free one."""
+def phase_command(phase: str, run_dir: RunDir, gpus: list[str], strategy: str) -> list[str]:
+    """The argument list of a phase. Multi-GPU training goes through `accelerate launch` with the config
+    file of train.strategy, on the port the launcher reserved for this job (OPSD_MAIN_PORT) or a free one."""
     module = f"opsd_sweep.{phase}"
     if phase == "train" and len(gpus) > 1:
         port = os.environ.get("OPSD_MAIN_PORT") or str(free_port())
-        return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(len(gpus)),
+        return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                str(ACCELERATE_DIR / f"{strategy}.yaml"), "--num_processes", str(len(gpus)),
                 "--main_process_port", port, "-m", module, str(run_dir.path)]
     return [sys.executable, "-m", module, str(run_dir.path)]
 
@@ -304,7 +313,8 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
     if returncode in (None, worker_client.FRESH_PROCESS):
         _log_header(log, phase)
         with open(log, "a") as handle:
-            returncode = subprocess.run(phase_command(phase, run_dir, gpus), stdout=handle, stderr=subprocess.STDOUT,
+            returncode = subprocess.run(phase_command(phase, run_dir, gpus, run.train.strategy), stdout=handle,
+                                        stderr=subprocess.STDOUT,
                                         env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                                         check=False).returncode
     if returncode != 0:
@@ -384,7 +394,7 @@ def record_lost_job(job_cfg: DictConfig, error: dict, owner: dict) -> None:
     location = locate(run)
     key, run_dir = location.key, location.current
     status = run_dir.read_status()
-    if status.get("state") in ("done", "failed", "interrupted"):  # interrupted: it said so itself; resumable
+    if status.get("state") in ("done", "collapsed", "failed", "interrupted"):  # interrupted: it said so; resumable
         return
     ours = all(status.get(field) in (None, value) for field, value in owner.items())
     holder = current_owner(run_dir)

@@ -53,6 +53,9 @@ def _package_problems(run: RunConfig, train: bool) -> list[str]:
     problems = [f"{key}=vllm but vllm is not installed here: make install-gpu, or use {key}=auto (vllm where "
                 "it runs, else hf)" for key, backend in [*backends, ("eval.backend", run.eval.backend)]
                 if backend == "vllm" and not vllm_installed()]
+    if train and run.train.strategy == "fsdp" and run.rollout.backend == "auto" and not vllm_installed():
+        problems.append("train.strategy=fsdp needs the vllm rollout, but rollout.backend=auto resolves to hf here "
+                        "(vllm is not installed): make install-gpu, or use train.strategy=ddp")
     tracker = missing_tracker_package(run.train.report_to) if train else None
     return problems + ([tracker] if tracker else [])
 

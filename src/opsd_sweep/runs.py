@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-STATES = ("pending", "training", "evaluating", "interrupted", "done", "failed")
+STATES = ("pending", "training", "evaluating", "interrupted", "done", "collapsed", "failed")
 
 
 # --- atomic files --------------------------------------------------------------------------------

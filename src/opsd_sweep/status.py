@@ -28,9 +28,9 @@ from opsd_sweep.console import table_console
 from opsd_sweep.run.keys import keying
 from opsd_sweep.runs import RunDir, current_owner, owner_alive, read_json
 
-ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "stale", "done")
+ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "stale", "collapsed", "done")
 STYLE = {"training": "cyan", "evaluating": "cyan", "pending": "yellow", "queued": "yellow",
-         "interrupted": "magenta", "failed": "red", "stale": "red", "done": "green"}
+         "interrupted": "magenta", "failed": "red", "stale": "red", "collapsed": "red", "done": "green"}
 ACTIVE = ("pending", "training", "evaluating")
 
 

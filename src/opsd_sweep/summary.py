@@ -14,6 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from opsd_sweep.analysis.checkpoints import write_checkpoint_report
+from opsd_sweep.analysis.collapses import console_line
 from opsd_sweep.analysis.collect import collect, left_out_line
 from opsd_sweep.analysis.config_stats import analyse
 from opsd_sweep.analysis.plots import write_plots, write_race_plots
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"every checkpoint evaluated: see the Checkpoints section of {out / 'summary.md'}, checkpoints.csv")
         plots += [p for p in checkpoint_files if p.suffix == ".png"]
     print_table(analysis, settings, display, table_console())
+    if collapses := console_line(collection.runs):
+        print(collapses)
     if not collection.skipped.empty:
         print(left_out_line(collection.skipped, out / "summary.md"))
     for race in races:

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from opsd_sweep.analysis.checkpoints import step_of
+from opsd_sweep.analysis.collapses import collapse_columns
 from opsd_sweep.analysis.stats import eval_sampling_variance
 from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.identity import evaluation_problem
@@ -241,7 +242,7 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
     inputs = inputs or {name: UNRECORDED for name in input_names(config, status.get("kind"))}
     row |= {f"{IDENTITY}{name}": identity for name, identity in inputs.items()}
     row |= gpu_hours(status) | {"ended_at": status.get("ended_at")}
-    row |= training_diagnostics(run_dir)
+    row |= training_diagnostics(run_dir) | collapse_columns(config, training_steps(run_dir))
     row["rollout_backend"] = last_metrics_value(run_dir, "rollout_backend")
     samples: list[tuple] = []
     if run_dir.eval_json.exists():
@@ -457,6 +458,8 @@ def left_out_line(skipped: pd.DataFrame, report: Path) -> str:
 
 
 def _not_usable(row: dict) -> str | None:
+    if row["state"] == "collapsed":
+        return f"collapsed at step {row['collapse_step']:.0f} and stopped (train.stop_on_collapse): no score"
     if row["state"] != "done":
         return f"state is {row['state']!r}: not finished"
     if "n_problems" not in row:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +37,7 @@ class Race:
     timeline: pd.DataFrame  # TIMELINE_COLUMNS: every race-phase assessment, for the progress plot
     totals: dict  # runs, done, failed, confirm_runs, gpu_hours, simulated, grid_runs
     baseline_dirs: frozenset[str]  # resolved run dirs of the declared in-sweep baseline's runs
+    run_dirs: dict[str, list[str]] = field(default_factory=dict)  # config -> its runs' dirs (collapse lines)
 
     @property
     def finished(self) -> bool:
@@ -78,7 +79,16 @@ def race_from_records(path: Path, records: list[dict], simulated_dirs: frozenset
                 timeline=timeline_table(decisions), totals=run_totals(records, headers[0], simulated_dirs),
                 baseline_dirs=frozenset(str(Path(r["run_dir"]).resolve()) for r in records
                                         if r.get("type") == "run" and r.get("run_dir")
-                                        and r["config"] == headers[0].get("baseline")))
+                                        and r["config"] == headers[0].get("baseline")),
+                run_dirs=_run_dirs(records))
+
+
+def _run_dirs(records: list[dict]) -> dict[str, list[str]]:
+    runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r.get("type") == "run" and r.get("run_dir")}
+    out: dict[str, list[str]] = {}
+    for (config, _, _), record in runs.items():
+        out.setdefault(config, []).append(record["run_dir"])
+    return out
 
 
 def latest_decisions(records: list[dict]) -> list[dict]:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from opsd_sweep.analysis.collapses import race_lines, summary_section
 from opsd_sweep.analysis.collect import Collection
 from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
 from opsd_sweep.analysis.races import Race
@@ -266,6 +267,8 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
         lines += ["", "Configs that left the race, with the round it happened in:", "",
                   markdown_table(["config", "round", "action", "n", "mean", "Δ vs best", "p Holm (vs best)", "why"],
                                  rows)]
+    if collapsed := race_lines(race.run_dirs):
+        lines += ["", *collapsed]
     grid = f"; every config at max_seeds would be {t['grid_runs']} runs without confirmation" if t["grid_runs"] else ""
     lines += ["", f"Spent: {t['runs']} runs ({t['done']} done, {t['failed']} failed, {t['confirm_runs']} in the "
                   f"confirmation), {t['gpu_hours']:.1f} GPU-hours{grid}.",
@@ -308,6 +311,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
     lines += ["", "## Anchor", "", *anchor_statement(analysis)] if analysis.anchor is not None else []
     for race, plot in races:
         lines += ["", *race_section(race, plot)]
+    if collapse := summary_section(collection.runs):
+        lines += ["", *collapse]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
     lines += ["", "## Noise: eval sampling vs training seed", "", noise_table(analysis, s.level), "",

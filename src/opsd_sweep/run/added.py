@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from omegaconf import OmegaConf
+
+from opsd_sweep import CONF_DIR
+
 
 @dataclass(frozen=True)
 class Added:
@@ -29,4 +33,8 @@ ADDED = {
     "eval.average_last": Added(3),
     "eval.suite": Added(None),
     "eval.max_num_seqs": Added(256),
+    "train.strategy": Added("ddp"),
+    "train.stop_on_collapse": Added(False),
+    # earlier runs had no collapse rule: the summary judges them by today's default
+    "train.collapse": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "recipe/paper.yaml").train.collapse)),
 }

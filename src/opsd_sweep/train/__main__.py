@@ -1,6 +1,7 @@
 """`python -m opsd_sweep.train RUN_DIR`: the cycle's training phase (reads RUN_DIR/config.yaml).
 
-Multi-GPU: `accelerate launch --config_file launchers/accelerate/ddp_4gpu.yaml -m opsd_sweep.train RUN_DIR`.
+Multi-GPU (the cycle does this): `accelerate launch --config_file launchers/accelerate/<train.strategy>.yaml
+--num_processes <train.num_gpus> -m opsd_sweep.train RUN_DIR`.
 """
 
 import sys

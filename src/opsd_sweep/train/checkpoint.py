@@ -83,6 +83,9 @@ def load_trainer_state(path: Path, *, accelerator, optimizer, scheduler, sharded
                            f"{accelerator.num_processes}; resume with train.num_gpus={saved_world}")
     shared = torch.load(path / "state.pt", weights_only=False)
     mine = torch.load(path / f"rank{accelerator.process_index}.pt", weights_only=False)
+    if "optimizer" not in (mine if sharded_optimizer else shared):  # each rank's shard (FSDP) or one state (DDP)
+        written = "ddp" if sharded_optimizer else "fsdp"
+        raise RuntimeError(f"checkpoint {path} was written under train.strategy={written}; resume with it")
     optimizer.load_state_dict(mine["optimizer"] if sharded_optimizer else shared["optimizer"])
     scheduler.load_state_dict(shared["scheduler"])
     set_rng_state(mine["rng"])

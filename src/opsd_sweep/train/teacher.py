@@ -30,7 +30,7 @@ class Teacher:
             raise ValueError(f"train.teacher={kind!r} is not one of {list(TEACHERS)}")
         if kind == "ema" and sharded:
             raise ValueError("train.teacher=ema keeps a full copy of the LoRA weights per rank, which FSDP "
-                             "shards; use a DDP launcher (launchers/accelerate/ddp_*.yaml) or train.teacher=fixed")
+                             "shards; use train.strategy=ddp or train.teacher=fixed")
         self.kind, self.decay, self.peft_model = kind, decay, peft_model
         # The same Parameter objects DDP wraps: in-place swaps reach the wrapped model too.
         self.params = {name: p for name, p in peft_model.named_parameters() if p.requires_grad}

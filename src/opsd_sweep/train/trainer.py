@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from opsd_sweep import collapse
+from opsd_sweep.analysis.collect import training_steps
 from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.data import DatasetUnavailableError, load_rows
 from opsd_sweep.modeling import ModelUnavailableError, eos_token_ids, load_model, load_tokenizer
@@ -59,8 +61,8 @@ class OPSDTrainer:
             GradientState._reset_state()
         # CPU when asked (num_gpus=0) or when there is no GPU (CPU processes then talk over gloo)
         self.accelerator = acc = Accelerator(cpu=self.t.num_gpus == 0 or not torch.cuda.is_available())
-        self._check_world()
         self.sharded = acc.distributed_type == DistributedType.FSDP
+        self._check_world()
         set_seed(self.run.seed)  # same LoRA init on every rank
         self.rows = self._setup_data()  # before the model: a missing dataset fails in seconds
         self.tokenizer = warm.reuse("tokenizer", self.run.model.path, lambda: load_tokenizer(self.run.model))
@@ -83,6 +85,10 @@ class OPSDTrainer:
             self._resume(latest)
         elif acc.is_main_process:  # a fresh start (or a restart before the first checkpoint) logs from step 1
             _truncate_metrics(self.run_dir.metrics, 0)
+        # the steps so far, for the collapse rule (every rank reads them: the lines up to its step are the same)
+        self.history = [line for line in training_steps(self.run_dir) if line["step"] <= self.step]
+        if acc.is_main_process:
+            collapse.clear_marker(self.run_dir)
         self.rollout = self._setup_rollout()
         if self.t.compile and acc.device.type == "cuda":  # on CPU compiling costs more than it saves
             compile_decoder_layers(self.peft_model)
@@ -95,8 +101,8 @@ class OPSDTrainer:
         acc.print(f"[train] rollout backend: {self.backend} ({why})")
         self.engine_plan = None
         if self.sharded and self.backend == "hf":
-            raise ValueError("FSDP shards the weights that HF generate needs on every rank; use a DDP launcher "
-                             "(launchers/accelerate/ddp_*.yaml) or rollout.backend=vllm (make install-gpu)")
+            raise ValueError("FSDP shards the weights that HF generate needs on every rank; use train.strategy=ddp "
+                             "or rollout.backend=vllm (make install-gpu)")
         if self.backend == "hf":
             return HFRollout(self.run.rollout, self.peft_model, self.tokenizer.pad_token_id, self.eos_ids,
                              static_cache=acc.device.type == "cuda")
@@ -121,6 +127,11 @@ class OPSDTrainer:
                              f"global_batch_size {t.global_batch_size} = processes x per_device_batch_size "
                              f"{t.per_device_batch_size} x grad_accum_steps {t.grad_accum_steps} needs them "
                              "to agree: launch with --num_processes matching train.num_gpus")
+        launched = "fsdp" if self.sharded else "ddp"
+        if acc.num_processes > 1 and launched != t.strategy:
+            raise ValueError(f"train.strategy={t.strategy} but this was launched as {launched}: launch with "
+                             f"--config_file launchers/accelerate/{t.strategy}.yaml")
+        acc.print(f"[train] {acc.num_processes} process(es), {acc.distributed_type.value}, {acc.device.type}")
 
     def _setup_data(self) -> list[dict]:
         d = self.run.data
@@ -228,23 +239,35 @@ class OPSDTrainer:
 
     # --- loop ------------------------------------------------------------------------------------
 
-    def train(self) -> None:
+    def train(self) -> collapse.Collapse | None:
+        """Train to train.max_steps, or (train.stop_on_collapse) to the step the run is found collapsed."""
         from tqdm import tqdm
 
         t = self.t
         self.model.train()
         bar = tqdm(total=t.max_steps, initial=self.step, desc="OPSD steps", unit="step",
                    disable=not self.accelerator.is_main_process)
+        found = None
         while self.step < t.max_steps:
             line = self.train_step()
             self._write_metrics(line)
+            self.history.append(line)
             self.tracker.log({"train": line}, self.step)
             bar.update(1)
             bar.set_postfix(loss=f"{line['loss']:.4f}", kl=f"{line['kl_true']:.4f}",
                             len=f"{line['rollout_len']:.0f}", s=f"{line['step_seconds']:.2f}")
-            if self.step % t.save_steps == 0 or self.step == t.max_steps:
-                self.save_checkpoint()
+            # the rule reads all-reduced values only, so every rank stops at the same step
+            found = collapse.find_collapse(self.history, t.collapse) if t.stop_on_collapse else None
+            if self.step % t.save_steps == 0 or self.step == t.max_steps or found:
+                self.save_checkpoint()  # a stopped run keeps its weights: stop_on_collapse=false trains it on
+            if found:
+                self.accelerator.print(f"[train] collapsed at step {found.step} ({found.reason}); stopped at "
+                                       f"step {self.step} (train.stop_on_collapse)")
+                if self.accelerator.is_main_process:
+                    collapse.write_marker(self.run_dir, found)
+                break
         bar.close()
+        return found
 
     def _metrics(self, records: list[dict], rollouts: Rollouts, grad_norm: float, lr: float, timer: PhaseTimer,
                  memory: StepMemory, seconds: float) -> dict:
@@ -353,6 +376,6 @@ def main(run_dir: str | Path) -> None:
     run_dir.train_dir.mkdir(parents=True, exist_ok=True)
     trainer = OPSDTrainer(run, run_dir)
     trainer.setup()
-    trainer.train()
-    trainer.evaluate_final()
+    if trainer.train() is None:  # a collapsed run is not evaluated
+        trainer.evaluate_final()
     trainer.cleanup()
