@@ -16,10 +16,17 @@ from opsd_sweep.run.added import ADDED
 from tests.conftest import REPO, compose
 
 
+def _leaves(dotted: str, value) -> dict:
+    """A section's old value (e.g. train.collapse) as one entry per field."""
+    if not isinstance(value, dict):
+        return {dotted: value}
+    return {leaf: v for key, sub in value.items() for leaf, v in _leaves(f"{dotted}.{key}", sub).items()}
+
+
 def test_every_added_field_is_a_field_of_todays_schema_at_a_valid_old_value():
-    run = load_run_config(compose([f"{dotted}={'null' if added.old is None else added.old}"
-                                   for dotted, added in ADDED.items()]))
-    assert {dotted: get_dotted(run, dotted) for dotted in ADDED} == {d: a.old for d, a in ADDED.items()}
+    old = {leaf: v for dotted, added in ADDED.items() for leaf, v in _leaves(dotted, added.old).items()}
+    run = load_run_config(compose([f"{dotted}={'null' if value is None else value}" for dotted, value in old.items()]))
+    assert {dotted: get_dotted(run, dotted) for dotted in old} == old
 
 
 VALIDATE = """
