@@ -6,6 +6,7 @@ tested for it is the refusal up front and that its config file reaches 2 launche
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import yaml
 from opsd_sweep import ACCELERATE_DIR
 from opsd_sweep.config import ConfigError, load_run_config
 from opsd_sweep.cycle import phase_command
+from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.runs import RunDir
 from tests.conftest import compose, run_sweep
 from tests.orchestration.conftest import TINY, run_dirs, status
@@ -28,8 +30,6 @@ TWO_PROCESSES = ["train.num_gpus=2", "train.per_device_batch_size=4", "train.glo
     (["train.strategy=zero3"], "train.strategy='zero3' is not one of ['ddp', 'fsdp']"),
     (["profile=tiny", "train.strategy=fsdp"], "train.strategy=fsdp shards the model over processes, but "
                                               "train.num_gpus=0 runs one"),
-    (["profile=tiny", "train.strategy=fsdp", *TWO_PROCESSES], "train.strategy=fsdp needs rollout.backend=vllm "
-                                                              "(got 'auto', and vllm is not installed)"),
     (["train.strategy=fsdp", "rollout.backend=hf"], "train.strategy=fsdp needs rollout.backend=vllm (got 'hf')"),
     (["train.strategy=fsdp", "train.teacher=ema"], "train.strategy=fsdp with train.teacher=ema"),
 ])
@@ -37,6 +37,14 @@ def test_a_strategy_that_cannot_run_is_refused_before_any_compute(overrides, mes
     with pytest.raises(ConfigError) as err:
         load_run_config(compose(overrides))
     assert message in str(err.value)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
+def test_fsdp_with_the_auto_rollout_and_no_vllm_is_refused_by_the_preflight():
+    """Whether `auto` resolves to vllm is a probe of this machine: the pre-flight's, not validation's."""
+    run = load_run_config(compose(["profile=tiny", "train.strategy=fsdp", *TWO_PROCESSES]))
+    assert any(p.startswith("train.strategy=fsdp needs the vllm rollout, but rollout.backend=auto resolves to hf")
+               for p in preflight_problems(run, train=True))
 
 
 def test_the_strategy_is_not_part_of_the_run_key():
