@@ -177,6 +177,24 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
     return out
 
 
+POOL_KIND_WORDS = {"external": "external", "simulated": "simulated", "base_model": "untrained base-model"}
+
+
+def pool_statement(analysis: Analysis) -> str:
+    """Which runs the pooled run-to-run SD comes from (count, df) and which were left out."""
+    p = analysis.pool
+    if not p.df:
+        return "No pooled run-to-run SD: no config of this pipeline's trained runs has 2 or more runs."
+    anchor = f" and the anchor's {p.anchor_runs} runs (--pool-anchor)" if p.anchor_runs else ""
+    text = (f"Pooled run-to-run SD {p.sd:.2f} points ({p.df} df): the {p.runs} runs of {_configs(p.configs)} with "
+            f"2 or more runs{anchor}")
+    if p.left_out:
+        kinds = ", ".join(f"{n} {POOL_KIND_WORDS[kind]}" for kind, n in p.left_out.items())
+        text += (f"; left out: {kinds} runs (--pool-include {' '.join(p.left_out)} takes them in). The pool holds "
+                 "this pipeline's trained configs only")
+    return text + "."
+
+
 def anchor_statement(analysis: Analysis) -> list[str]:
     a = analysis.anchor
     if a is None:
@@ -296,13 +314,13 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
     if sim:
         lines += ["", f"> **SIMULATED DATA: {sim} of the runs were produced by the simulator (executor=simulate), "
                       "not by training.** Their configs are labelled [simulated] in every table and plot and are "
-                      "never pooled with real runs."]
+                      "never pooled with real runs (unless --pool-include simulated)."]
     if ext:
         lines += ["", f"> {ext} runs come from external results (labelled [external]); they have no per-sample data, "
                       "so they are compared on run scores only."]
     header, rows = verdict_rows(analysis, s.level)
     lines += ["", "## Verdicts", "", markdown_table(header, rows), "", *[f"- {x}" for x in verdict_statements(analysis, s)],
-              *[f"- {x}" for x in analysis.notes]]
+              *[f"- {x}" for x in analysis.notes], f"- {pool_statement(analysis)}"]
     lines += [f"- In-sweep baseline: {analysis.baseline or 'none'} ({analysis.baseline_how}).",
               f"- {TARGET}"]
     lines += ["", "## Anchor", "", *anchor_statement(analysis)] if analysis.anchor is not None else []

@@ -10,6 +10,11 @@ from omegaconf import MISSING, OmegaConf
 
 from opsd_sweep import CONF_DIR
 
+# Kinds of runs the pooled SD leaves out unless opted in (pool_include): other labs' results (another
+# pipeline, another spread), the simulator's runs next to real ones, and the untrained base model (its runs
+# differ in eval sampling only, so they would shrink the SD a trained config is planned with).
+POOL_OPT_INS = ("external", "simulated", "base_model")
+
 
 @dataclass
 class SummarySettings:
@@ -23,6 +28,7 @@ class SummarySettings:
     baseline: Optional[str] = MISSING
     pool_sd: bool = MISSING
     pool_anchor: bool = MISSING
+    pool_include: list[str] = field(default_factory=lambda: MISSING)
     assumed_sd: Optional[float] = MISSING
     target_effect: float = MISSING
     power: float = MISSING
@@ -58,6 +64,8 @@ def load_settings(overrides: dict) -> SummarySettings:
         problems.append(f"target_effect={settings.target_effect} must be > 0 (points), e.g. 2")
     if settings.assumed_sd is not None and settings.assumed_sd <= 0:
         problems.append(f"assumed_sd={settings.assumed_sd} must be > 0 (points), e.g. 3.5, or null (none declared)")
+    if unknown := [kind for kind in settings.pool_include if kind not in POOL_OPT_INS]:
+        problems.append(f"pool_include={unknown} is not among {list(POOL_OPT_INS)}, e.g. [external]")
     if settings.larger_k < 2:
         problems.append(f"larger_k={settings.larger_k} must be >= 2 samples per problem, e.g. 64")
     if problems:
