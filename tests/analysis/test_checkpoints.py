@@ -72,3 +72,10 @@ def test_scores_come_from_the_raw_samples():
         {"samples": [{"correct": c} for c in row]} for row in ([True, False, True, True], [False, False, True, False])]}
     assert step_of(evaluation) == 25 and step_of({"checkpoint": None}) is None
     assert checkpoint_score(evaluation) == 50.0
+
+
+def test_checkpoint_intervals_stay_within_the_score_range():
+    table = pd.DataFrame(rows("r1", {10: 96, 20: 99}, k=1) + rows("r2", {10: 100, 20: 100}, k=1))
+    [row] = summarise_checkpoints(table, level=0.95).to_dict("records")
+    assert row["final_high"] == 100.0 and row["last_k_high"] == 100.0 and row["best_high"] == 100.0
+    assert 0.0 <= row["final_low"] and 0.0 <= row["best_low"]

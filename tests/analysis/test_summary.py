@@ -332,3 +332,27 @@ def test_pool_anchor_tests_with_the_shared_sd_the_power_plan_assumes(sweep, tmp_
         assert row["p_anchor"] == pytest.approx(2 * sps.t.sf(abs(row["mean"] - 54.22) / se, 13))
         assert row["verdict_sd"] == f"pooled SD {pooled:.2f} (13 df), shared with the anchor (--pool-anchor)"
     assert f"pooled run-to-run SD ({13} df)" in (tmp_path / "summary.md").read_text()
+
+
+def test_no_printed_interval_leaves_the_range_of_the_score(tmp_path, capsys):
+    """Issue 22, 4: two runs near 100 (and two near 0) have t-intervals far past the bounds; the report,
+    summary.csv and the console cut them at 0 and 100, differences at -100 and +100, and say so."""
+    write_sweep(tmp_path / "edge", effects={5e-6: -5.0, 1e-5: 5.0}, seeds=(1, 2))
+    main([str(tmp_path / "edge"), "--out", str(tmp_path / "out"), "--baseline", "lr=5e-06"])
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv").set_index("label")
+    assert summary["mean"].between(0, 100).all() and summary["sd"].gt(0).all()
+    assert summary["ci_low"].min() == 0.0 and summary["ci_high"].max() == 100.0  # cut, not merely inside
+    assert summary.loc["lr=1e-05", "baseline_high"] == 100.0 and summary["baseline_low"].min() >= -100.0
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert "cut at 0 and 100 (differences at -100 and +100)" in report
+    assert "[0.00, " in report and ", 100.00]" in report
+    printed = capsys.readouterr().out
+    assert "100.00]" in printed and not any(f"{x}." in printed for x in ("[-", " 101", " 102", " 103"))
+
+
+def test_runs_that_all_score_alike_give_no_power_advice_instead_of_a_crash(tmp_path):
+    write_sweep(tmp_path / "flat", effects={5e-6: -12.0, 1e-5: 12.0}, seeds=(1, 2))  # 0 and 100 in every run
+    main([str(tmp_path / "flat"), "--out", str(tmp_path / "out"), "--no-plots", "--baseline", "lr=5e-06"])
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert summary["sd"].eq(0).all() and "seeds_needed" not in summary
+    assert "## How many seeds" not in (tmp_path / "out" / "summary.md").read_text()

@@ -20,6 +20,7 @@ eval/checkpoint-<step>/eval.json (the earlier ones).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -122,13 +123,13 @@ def crossover_interval(scores: np.ndarray, level: float) -> stats.Interval:
 
 def summarise_checkpoints(checkpoints: pd.DataFrame, level: float) -> pd.DataFrame:
     """One row per config: final, last-k, the cross-run best (nan below MIN_CROSS_RUNS runs) and the naive
-    best with the gap. `fold_steps`: the step each run was scored at, e.g. "20, 20, 30"."""
+    best with the gap; intervals cut at 0 and 100. `fold_steps`: the step each run was scored at, e.g. "20, 20, 30"."""
     rows = []
     for label, group in checkpoints.groupby("label", sort=False):
         scores = group.pivot(index="run_id", columns="checkpoint_step", values="score").dropna(axis=1)
         k = int(group["average_last"].iloc[0])
-        final = stats.t_interval(scores.iloc[:, -1].to_numpy(), level)
-        last = stats.t_interval(scores.iloc[:, -k:].mean(axis=1).to_numpy(), level)
+        final = _bounded(stats.t_interval(scores.iloc[:, -1].to_numpy(), level))
+        last = _bounded(stats.t_interval(scores.iloc[:, -k:].mean(axis=1).to_numpy(), level))
         naive_step = scores.mean().idxmax()
         row = {"label": label, "runs": len(scores), "steps": len(scores.columns),
                "final_step": int(scores.columns[-1]), "final": final.estimate, "final_low": final.low,
@@ -138,7 +139,7 @@ def summarise_checkpoints(checkpoints: pd.DataFrame, level: float) -> pd.DataFra
                "best_high": math.nan, "fold_steps": "", "selection_gap": math.nan}
         if len(scores) >= MIN_CROSS_RUNS:
             _, chosen = cross_run_choice(scores.to_numpy())
-            cross = crossover_interval(scores.to_numpy(), level)
+            cross = _bounded(crossover_interval(scores.to_numpy(), level))
             row |= {"best_cross": cross.estimate, "best_low": cross.low, "best_high": cross.high,
                     "fold_steps": ", ".join(str(int(scores.columns[i])) for i in chosen),
                     "selection_gap": row["best_naive"] - cross.estimate}
@@ -146,10 +147,16 @@ def summarise_checkpoints(checkpoints: pd.DataFrame, level: float) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def _bounded(interval: stats.Interval) -> stats.Interval:
+    """The interval cut at 0 and 100: a checkpoint's score is a percentage."""
+    return dataclasses.replace(interval, **dict(zip(("low", "high"), stats.bounded(interval.low, interval.high,
+                                                                               stats.SCORE_BOUNDS))))
+
+
 def markdown_section(table: pd.DataFrame, level: float) -> str:
     pct = f"{100 * level:g}%"
     lines = ["## Checkpoints (eval.checkpoints=all)", "",
-             f"Per config, means over training runs with {pct} t-intervals. *last k*: each run's mean over its "
+             f"Per config, means over training runs with {pct} t-intervals (cut at 0 and 100, the bounds of the score). *last k*: each run's mean over its "
              "last k checkpoints. *best (cross-run)*: each run is scored at the step with the top mean over the "
              "other runs (leave one run out; the steps used are listed), so neither its eval samples nor its own "
              "step-to-step training noise took part in the choice. It estimates the expected score of a run "

@@ -158,10 +158,12 @@ def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, pool
         sample = float(scores.std(ddof=1)) if n > 1 else math.nan
         sd = run_sd(n, sample, pool, s.pool_sd, s.assumed_sd)
         ci = stats.t_interval(scores, s.level, sd=sd.value, df=sd.df)
+        low, high = stats.bounded(ci.low, ci.high, stats.SCORE_BOUNDS) if stats.is_percent_score(metric) \
+            else (ci.low, ci.high)
         row = {"label": label, **{c: group[c].iloc[0] for c in axes},
                "external": bool(group["external"].any()), "simulated": bool(group["simulated"].any()),
                "n": n, "mean": ci.estimate, "sd": sample, "se": ci.se, "sd_used": sd.value, "sd_df": sd.df,
-               "sd_source": sd.source, "ci_low": ci.low, "ci_high": ci.high}
+               "sd_source": sd.source, "ci_low": low, "ci_high": high}
         row |= noise_split(group, scores, metric, s.level)
         if "n_samples" in group:
             row["k"] = group["n_samples"].iloc[0]
@@ -192,9 +194,10 @@ def arm_of(row: pd.Series) -> Arm:
 
 
 def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, skip: str | None = None,
-               shared: bool = False) -> pd.DataFrame:
+               shared: bool = False, percent: bool = True) -> pd.DataFrame:
     """delta, interval and p of every config against one reference arm (run scores; `skip`: the reference's
-    row; `shared`: every config takes the reference's SD, as --pool-anchor has it)."""
+    row; `shared`: every config takes the reference's SD, as --pool-anchor has it; `percent`: the interval
+    is cut at -100 and +100, the most two percent scores can differ)."""
     out = []
     for _, row in table.iterrows():
         if row["label"] == skip:
@@ -202,7 +205,8 @@ def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, s
             continue
         arm = Arm(row["mean"], int(row["n"]), reference.sd) if shared else arm_of(row)
         comp = compare_arms(arm, reference, level)
-        out.append({f"delta_{prefix}": comp.delta, f"{prefix}_low": comp.low, f"{prefix}_high": comp.high,
+        low, high = stats.bounded(comp.low, comp.high, stats.DIFFERENCE_BOUNDS) if percent else (comp.low, comp.high)
+        out.append({f"delta_{prefix}": comp.delta, f"{prefix}_low": low, f"{prefix}_high": high,
                     f"p_{prefix}": comp.p})
     frame = pd.DataFrame(out, index=table.index)
     frame[f"p_{prefix}_holm"] = stats.holm(frame[f"p_{prefix}"].to_numpy(float))
@@ -221,7 +225,7 @@ def power_sd(s: SummarySettings, pool: tuple[float, int]) -> tuple[float, bool, 
     sd, df = pool
     if s.assumed_sd is not None and (not s.pool_sd or not df):
         return s.assumed_sd, True, "declared run-to-run SD (--assumed-sd), known"
-    if df:
+    if df and sd > 0:  # a pooled SD of 0 (every run alike) plans nothing
         return sd, False, f"pooled run-to-run SD ({df} df)"
     return None
 
@@ -310,11 +314,13 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     references = {}
     if baseline is not None:
         references["baseline"] = arm_of(table.set_index("label").loc[baseline])
-        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, skip=baseline))
+        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, skip=baseline,
+                                      percent=stats.is_percent_score(s.metric)))
         table["vs_baseline"] = np.where(table["label"] == baseline, "is baseline", "run scores")
     if anchor is not None:
         references["anchor"] = anchor_arm(anchor, pool, s.pool_sd, s.assumed_sd, s.pool_anchor)
-        table = table.join(compare_to(table, references["anchor"], "anchor", s.level, shared=s.pool_anchor))
+        table = table.join(compare_to(table, references["anchor"], "anchor", s.level, shared=s.pool_anchor,
+                                      percent=stats.is_percent_score(s.metric)))
     reference = next(iter(references), None)
     family = max(1, int(table[f"p_{reference}"].notna().sum())) if reference else 1
     if reference is not None:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from opsd_sweep.analysis import stats
 from opsd_sweep.analysis.collect import Collection
 from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
 from opsd_sweep.analysis.races import Race
@@ -305,8 +306,10 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
              + (f" and external results {', '.join(s.external)}" if s.external else "") + ".",
              f"{len(analysis.usable)} finished runs in {len(analysis.table)} configs enter the statistics "
              f"({len(collection.skipped)} run dirs left out, listed at the end). "
-             f"Unit of replication: the training run. Intervals: {s.level:.0%} t-intervals over runs; "
-             f"tests at α = {s.alpha}, Holm-adjusted across configs."]
+             f"Unit of replication: the training run. Intervals: {s.level:.0%} t-intervals over runs"
+             + (", cut at 0 and 100 (differences at -100 and +100), the bounds of the score: cutting never drops "
+                "its true value" if stats.is_percent_score(s.metric) else "")
+             + f"; tests at α = {s.alpha}, Holm-adjusted across configs."]
     if not collection.skipped.empty:
         counts = ", ".join(f"{n} {state}" for state, n in collection.skipped["state"].value_counts().items())
         lines += ["", f"> {len(collection.skipped)} run dirs are left out ({counts}): only finished runs with eval "
