@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from opsd_sweep.analysis import stats
 from opsd_sweep.analysis.calibration import CheckpointModel
 from opsd_sweep.analysis.checkpoints import cross_run_choice, crossover_interval
+from opsd_sweep.inference import stats
 
 STEP_SDS = (0.0, 1.1, 2.8)
 LEVEL = 0.95

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from opsd_sweep.analysis import stats
+from opsd_sweep.inference import stats
 from opsd_sweep.runs import RunDir, read_json
 
 

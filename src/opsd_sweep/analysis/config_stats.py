@@ -1,7 +1,7 @@
 """Per-config statistics table: intervals, noise split, tests vs baseline and anchor, verdicts, power.
 
 Input: the runs table of `collect` (one row per run). Output: one row per config (= one label: all
-varying columns except the seed), the content of summary.csv. The target is stated in analysis.stats:
+varying columns except the seed), the content of summary.csv. The target is stated in inference.stats:
 the benchmark's problems are held fixed, so every number here works on run scores.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from opsd_sweep.analysis import stats
-from opsd_sweep.analysis.arms import Arm, RunSD, anchor_arm, compare_arms, run_sd
 from opsd_sweep.analysis.collect import is_base_model, short_names
-from opsd_sweep.analysis.sensitivity import verdict_holds_to_sd
-from opsd_sweep.analysis.settings import Anchor, SummarySettings
+from opsd_sweep.analysis.settings import SummarySettings
+from opsd_sweep.inference import stats
+from opsd_sweep.inference.arms import Anchor, Arm, RunSD, anchor_arm, compare_arms, run_sd
+from opsd_sweep.inference.sensitivity import verdict_holds_to_sd
 
 
 @dataclass

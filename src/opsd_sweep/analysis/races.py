@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from opsd_sweep.analysis import stats
+from opsd_sweep.inference import stats
 from opsd_sweep.race.log import RaceLog
 
 LOG_NAME = "race.jsonl"

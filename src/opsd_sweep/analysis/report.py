@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from opsd_sweep.analysis import stats
 from opsd_sweep.analysis.collect import Collection
 from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
 from opsd_sweep.analysis.races import Race
-from opsd_sweep.analysis.sensitivity import MAX_SD
 from opsd_sweep.analysis.settings import SummarySettings
+from opsd_sweep.inference import stats
+from opsd_sweep.inference.sensitivity import MAX_SD
 
 MANY_SEEDS = 20  # above this, the advice says plainly that the effect is expensive to prove
 TARGET = ("What is tested: the benchmark's problems are held fixed, so each verdict, interval, MDE and seeds "

@@ -1,4 +1,5 @@
-"""Typed settings of the summary (defaults in conf/summary.yaml) and the published anchor (conf/baseline/)."""
+"""Typed settings of the summary (defaults in conf/summary.yaml) and the loading of the published anchor
+(conf/baseline/; its type is inference.arms.Anchor)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Optional
 from omegaconf import MISSING, OmegaConf
 
 from opsd_sweep import CONF_DIR
+from opsd_sweep.inference.arms import Anchor
 
 # Kinds of runs the pooled SD leaves out unless opted in (pool_include): other labs' results (another
 # pipeline, another spread), the simulator's runs next to real ones, and the untrained base model (its runs
@@ -34,18 +36,6 @@ class SummarySettings:
     power: float = MISSING
     larger_k: int = MISSING
     plots: bool = MISSING
-
-
-@dataclass(frozen=True)
-class Anchor:
-    """A published result: mean and SD of `metric` over n runs."""
-
-    label: str
-    metric: str
-    mean: float
-    sd: float
-    n: int
-    note: str = ""  # where it comes from and how far to trust it
 
 
 def load_settings(overrides: dict) -> SummarySettings:

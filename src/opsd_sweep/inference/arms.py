@@ -17,11 +17,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from opsd_sweep.analysis import stats
-from opsd_sweep.analysis.settings import Anchor
+from opsd_sweep.inference import stats
 
 # Sources whose value is one number shared by every arm that uses it: two such arms share one estimate.
 SHARED = ("pooled", "pooled (1 run)", "known")
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A published result: mean and SD of `metric` over n runs."""
+
+    label: str
+    metric: str
+    mean: float
+    sd: float
+    n: int
+    note: str = ""  # where it comes from and how far to trust it
 
 
 @dataclass(frozen=True)
