@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pandas as pd
@@ -291,8 +292,9 @@ def test_the_untrained_base_model_is_the_baseline_without_a_flag(tmp_path):
     assert "training seed" in noise["lr=1e-05 max_steps=100"]
 
 
-def test_seeds_advice_is_unchanged_by_external_runs_or_an_untrained_base_model(tmp_path):
-    """Issue 22, 2: the pooled SD behind seeds needed and the MDE holds this pipeline's trained configs only."""
+def test_seeds_advice_is_unchanged_by_external_untrained_or_collapsed_runs(tmp_path):
+    """Issue 22, 2: the pooled SD behind seeds needed and the MDE holds this pipeline's trained configs only
+    (a collapsed config's runs sit at the floor: their zero spread would shrink it)."""
     write_sweep(tmp_path / "s", effects={5e-6: 0.0, 1e-5: 0.3}, seeds=(1, 2, 3))
     csv = tmp_path / "other_lab.csv"
     pd.DataFrame({"config": ["other lab"] * 3, "run_id": ["a", "b", "c"], "avg_at_n": [20.0, 60.0, 40.0]}).to_csv(csv)
@@ -313,6 +315,12 @@ def test_seeds_advice_is_unchanged_by_external_runs_or_an_untrained_base_model(t
     assert "Pooled run-to-run SD" in report_alone and "(4 df): the 6 runs of 2 configs" in report_alone
     assert "left out: 3 external runs (--pool-include external" in report_external
     assert "left out: 3 untrained base-model runs" in report_base
+    for seed in (1, 2, 3):  # a config whose runs collapsed: every score at the floor, no spread
+        collapsed = write_run(tmp_path / "s", learning_rate=1e-3, seed=seed, correct=np.zeros((30, 12), bool))
+        collapsed.metrics.write_text("".join(json.dumps({"step": s, "kl_true": 1.0 if s <= 2 else 9.0,
+                                                         "rollout_len": 300.0}) + "\n" for s in range(1, 21)))
+    with_collapsed, report_collapsed = advice("collapsed")
+    assert with_collapsed == alone and "3 collapsed runs" in report_collapsed
     opted_in, report = advice("opted_in", "--external", str(csv), "--pool-include", "external")
     assert opted_in > 10 * alone and "(6 df): the 9 runs of 3 configs" in report  # the other lab's spread
 

@@ -125,10 +125,12 @@ class Pool:
 def pool_runs(usable: pd.DataFrame, include: Sequence[str]) -> tuple[pd.DataFrame, dict[str, int]]:
     """The runs the pooled SD comes from: this pipeline's trained configs, plus the kinds in `include`;
     and the number of runs of each kind left out. Simulated runs count as this pipeline's when the sweep
-    has no real ones (the simulator's demo), else they stay out."""
+    has no real ones (the simulator's demo), else they stay out. A collapsed run (opsd_sweep.collapse) stays
+    out: its score sits at the floor, so its spread says nothing about the run-to-run noise of a working config."""
     real = ~usable["external"] & ~usable["simulated"]
     kinds = {"external": usable["external"], "simulated": usable["simulated"] & bool(real.any()),
-             "base_model": usable["label"].map(is_base_model).astype(bool)}
+             "base_model": usable["label"].map(is_base_model).astype(bool),
+             "collapsed": usable["collapse_step"].notna() if "collapse_step" in usable else pd.Series(False, usable.index)}
     out = pd.Series(False, index=usable.index)
     left_out = {}
     for kind, mask in kinds.items():

@@ -179,7 +179,8 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
     return out
 
 
-POOL_KIND_WORDS = {"external": "external", "simulated": "simulated", "base_model": "untrained base-model"}
+POOL_KIND_WORDS = {"external": "external", "simulated": "simulated", "base_model": "untrained base-model",
+                   "collapsed": "collapsed"}
 
 
 def pool_statement(analysis: Analysis) -> str:

@@ -15,7 +15,7 @@ from opsd_sweep.inference.arms import Anchor
 # Kinds of runs the pooled SD leaves out unless opted in (pool_include): other labs' results (another
 # pipeline, another spread), the simulator's runs next to real ones, and the untrained base model (its runs
 # differ in eval sampling only, so they would shrink the SD a trained config is planned with).
-POOL_OPT_INS = ("external", "simulated", "base_model")
+POOL_OPT_INS = ("external", "simulated", "base_model", "collapsed")
 
 
 @dataclass
