@@ -28,8 +28,8 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.analysis.stats import welch_difference, welch_vs_anchor
 from opsd_sweep.config import SimulateConfig
+from opsd_sweep.inference.stats import welch_difference, welch_vs_anchor
 from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunResult, run_race
 from opsd_sweep.race.compare import ConfigSummary
 from opsd_sweep.race.policy import assess

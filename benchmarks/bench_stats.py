@@ -28,10 +28,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from opsd_sweep.analysis import stats
 from opsd_sweep.analysis.calibration import Benchmark, NoiseModel, benchmark, run_scores
 from opsd_sweep.analysis.config_stats import analyse
 from opsd_sweep.analysis.settings import load_settings
+from opsd_sweep.inference import stats
 
 MODEL = NoiseModel(n_problems=30, n_samples=12, difficulty_sd=1.5, seed_sd=0.1, interaction_sd=0.0)
 SIX = (0.0, 3.0, 0.0, 0.0, -8.0, -10.0)

@@ -46,13 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=REPO / "results/demo_robustness",
                         help="one subfolder per repetition (finished repetitions are reused)")
     args = parser.parse_args(argv)
-    held, lines = 0, []
+    held, lines, tables = 0, [], []
     for k in range(args.repeats):
         seeds = [3 * k + 1, 3 * k + 2, 3 * k + 3]
         results = args.results / f"repeat{k}"
         results.mkdir(parents=True, exist_ok=True)
         seconds = run_demo(results, seeds, results / "demo.log")
         table = verdicts(results)
+        tables.append(table)
         better = table[table["verdict"] == "better"]
         held += not better.empty
         line = (f"repeat {k} seeds {seeds}: {'HOLDS' if not better.empty else 'fails'} "
@@ -60,7 +61,19 @@ def main(argv: list[str] | None = None) -> None:
         lines.append(line)
         print(line, flush=True)
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"), flush=True)
-    print("\n".join(["", *lines, f"verdict held in {held} of {args.repeats} repetitions"]))
+    print("\n".join(["", *lines, f"verdict held in {held} of {args.repeats} repetitions", *spread(tables)]))
+
+
+def spread(tables: list[pd.DataFrame]) -> list[str]:
+    """Per config compared with the baseline: its verdicts over the repetitions and the range of its delta
+    (what the README promises, as one machine's point figure does not carry over to other CPUs)."""
+    rows = pd.concat(tables).dropna(subset=["delta_baseline"])
+    out = []
+    for label, group in rows.groupby("label", sort=False):
+        counts = ", ".join(f"{v} {n}" for v, n in group["verdict"].value_counts().items())
+        out.append(f"{label}: {counts} of {len(group)}; delta {group['delta_baseline'].min():+.1f} to "
+                   f"{group['delta_baseline'].max():+.1f} points")
+    return out
 
 
 if __name__ == "__main__":

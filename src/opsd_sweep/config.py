@@ -363,9 +363,6 @@ def validate(run: RunConfig) -> list[str]:
     need(e.n_samples >= 1, f"eval.n_samples={e.n_samples} must be >= 1")
     need(e.checkpoints in EVAL_CHECKPOINTS, f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}")
     need(e.average_last >= 1, f"eval.average_last={e.average_last} must be >= 1")
-    need(e.checkpoints != "all" or e.n_samples >= 2,
-         f"eval.checkpoints=all needs eval.n_samples >= 2 (got {e.n_samples}): the best checkpoint is chosen on "
-         "half of each problem's samples and scored on the other half")
     need(e.temperature >= 0, f"eval.temperature={e.temperature} must be >= 0")
     need(0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")

@@ -21,7 +21,7 @@ from opsd_sweep.analysis.plots import write_plots, write_race_plots
 from opsd_sweep.analysis.races import (declared_baseline_labels, find_race_logs, outcome_line, read_race,
                                        simulated_run_dirs)
 from opsd_sweep.analysis.report import metric_display, print_table, write_markdown
-from opsd_sweep.analysis.settings import AUTO, SummarySettings, load_anchor, load_settings
+from opsd_sweep.analysis.settings import AUTO, POOL_OPT_INS, SummarySettings, load_anchor, load_settings
 from opsd_sweep.console import table_console
 
 
@@ -49,6 +49,8 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
                         help="one run-to-run SD for all configs (assumes equal variance)")
     parser.add_argument("--pool-anchor", action=argparse.BooleanOptionalAction, default=None,
                         help="the anchor's runs come from this pipeline: its n and SD enter the pooled SD")
+    parser.add_argument("--pool-include", nargs="+", choices=POOL_OPT_INS, help="runs the pooled SD (seeds needed, "
+                        "MDE, --pool-sd) takes besides this pipeline's trained configs")
     parser.add_argument("--assumed-sd", type=float, help="the run-to-run SD (points), known: used by configs with "
                              "< 2 runs, and by every config unless --pool-sd (normal quantiles)")
     parser.add_argument("--target-effect", type=float, help="effect (points) for the seeds-needed advice")

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from opsd_sweep.analysis import stats
-from opsd_sweep.analysis.arms import Arm, compare_arms, run_sd
 from opsd_sweep.analysis.calibration import NoiseModel, benchmark, run_scores
+from opsd_sweep.inference import stats
+from opsd_sweep.inference.arms import Arm, compare_arms, run_sd
 
 # The setting: 30 problems x 12 samples, difficulty SD 1.5 logits, run-to-run SD ~3 points.
 MODEL = NoiseModel(n_problems=30, n_samples=12, difficulty_sd=1.5, seed_sd=0.1, interaction_sd=0.0)

@@ -10,8 +10,8 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower, TTestIndPower
 
-from opsd_sweep.analysis import stats as S
 from opsd_sweep.evaluate.metrics import pass_at_k
+from opsd_sweep.inference import stats as S
 
 # --- one config ----------------------------------------------------------------------------------
 

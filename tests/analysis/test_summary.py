@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pandas as pd
@@ -289,3 +290,77 @@ def test_the_untrained_base_model_is_the_baseline_without_a_flag(tmp_path):
              if row.startswith(("| base model ", "| lr=1e-05 "))}
     assert "untrained:" in noise["base model"] and "training seed" not in noise["base model"]
     assert "training seed" in noise["lr=1e-05 max_steps=100"]
+
+
+def test_seeds_advice_is_unchanged_by_external_untrained_or_collapsed_runs(tmp_path):
+    """Issue 22, 2: the pooled SD behind seeds needed and the MDE holds this pipeline's trained configs only
+    (a collapsed config's runs sit at the floor: their zero spread would shrink it)."""
+    write_sweep(tmp_path / "s", effects={5e-6: 0.0, 1e-5: 0.3}, seeds=(1, 2, 3))
+    csv = tmp_path / "other_lab.csv"
+    pd.DataFrame({"config": ["other lab"] * 3, "run_id": ["a", "b", "c"], "avg_at_n": [20.0, 60.0, 40.0]}).to_csv(csv)
+    base = ["--no-plots", "--baseline", "lr=5e-06"]
+
+    def advice(out: str, *extra: str) -> tuple[float, str]:
+        main([str(tmp_path / "s"), "--out", str(tmp_path / out), *base, *extra])
+        summary = pd.read_csv(tmp_path / out / "summary.csv")
+        [seeds] = summary.loc[summary["label"].str.startswith("lr=1e-05"), "seeds_needed"]
+        return seeds, (tmp_path / out / "summary.md").read_text()
+
+    alone, report_alone = advice("alone")
+    with_external, report_external = advice("external", "--external", str(csv))
+    write_sweep(tmp_path / "s", effects={1e-6: 0.0}, seeds=(1, 2, 3), train=dataclasses.replace(
+        base_run().train, max_steps=0))
+    with_base, report_base = advice("base")
+    assert with_external == alone and with_base == alone
+    assert "Pooled run-to-run SD" in report_alone and "(4 df): the 6 runs of 2 configs" in report_alone
+    assert "left out: 3 external runs (--pool-include external" in report_external
+    assert "left out: 3 untrained base-model runs" in report_base
+    for seed in (1, 2, 3):  # a config whose runs collapsed: every score at the floor, no spread
+        collapsed = write_run(tmp_path / "s", learning_rate=1e-3, seed=seed, correct=np.zeros((30, 12), bool))
+        collapsed.metrics.write_text("".join(json.dumps({"step": s, "kl_true": 1.0 if s <= 2 else 9.0,
+                                                         "rollout_len": 300.0}) + "\n" for s in range(1, 21)))
+    with_collapsed, report_collapsed = advice("collapsed")
+    assert with_collapsed == alone and "3 collapsed runs" in report_collapsed
+    opted_in, report = advice("opted_in", "--external", str(csv), "--pool-include", "external")
+    assert opted_in > 10 * alone and "(6 df): the 9 runs of 3 configs" in report  # the other lab's spread
+
+
+def test_pool_anchor_tests_with_the_shared_sd_the_power_plan_assumes(sweep, tmp_path):
+    """Issue 22, 3: without --pool-sd too, --pool-anchor compares with the anchor on the pooled SD of both
+    arms (the SD the seeds-needed plan gives both), not Welch with each arm's own SD."""
+    main([str(sweep), "--out", str(tmp_path), "--no-plots", "--pool-anchor", "--anchor", "qwen3-1.7b_aime24",
+          "--baseline", "none"])
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    ss = sum(((g - g.mean()) ** 2).sum() for _, g in runs.groupby("label")["avg_at_n"]) + 4 * 1.48**2
+    pooled = (ss / 13) ** 0.5
+    assert summary["sd_source"].eq("sample").all()  # each config's own interval keeps its own SD
+    for _, row in summary.iterrows():
+        se = pooled * (1 / 4 + 1 / 5) ** 0.5
+        assert row["p_anchor"] == pytest.approx(2 * sps.t.sf(abs(row["mean"] - 54.22) / se, 13))
+        assert row["verdict_sd"] == f"pooled SD {pooled:.2f} (13 df), shared with the anchor (--pool-anchor)"
+    assert f"pooled run-to-run SD ({13} df)" in (tmp_path / "summary.md").read_text()
+
+
+def test_no_printed_interval_leaves_the_range_of_the_score(tmp_path, capsys):
+    """Issue 22, 4: two runs near 100 (and two near 0) have t-intervals far past the bounds; the report,
+    summary.csv and the console cut them at 0 and 100, differences at -100 and +100, and say so."""
+    write_sweep(tmp_path / "edge", effects={5e-6: -5.0, 1e-5: 5.0}, seeds=(1, 2))
+    main([str(tmp_path / "edge"), "--out", str(tmp_path / "out"), "--baseline", "lr=5e-06"])
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv").set_index("label")
+    assert summary["mean"].between(0, 100).all() and summary["sd"].gt(0).all()
+    assert summary["ci_low"].min() == 0.0 and summary["ci_high"].max() == 100.0  # cut, not merely inside
+    assert summary.loc["lr=1e-05", "baseline_high"] == 100.0 and summary["baseline_low"].min() >= -100.0
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert "cut at 0 and 100 (differences at -100 and +100)" in report
+    assert "[0.00, " in report and ", 100.00]" in report
+    printed = capsys.readouterr().out
+    assert "100.00]" in printed and not any(f"{x}." in printed for x in ("[-", " 101", " 102", " 103"))
+
+
+def test_runs_that_all_score_alike_give_no_power_advice_instead_of_a_crash(tmp_path):
+    write_sweep(tmp_path / "flat", effects={5e-6: -12.0, 1e-5: 12.0}, seeds=(1, 2))  # 0 and 100 in every run
+    main([str(tmp_path / "flat"), "--out", str(tmp_path / "out"), "--no-plots", "--baseline", "lr=5e-06"])
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert summary["sd"].eq(0).all() and "seeds_needed" not in summary
+    assert "## How many seeds" not in (tmp_path / "out" / "summary.md").read_text()

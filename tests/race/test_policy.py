@@ -9,8 +9,8 @@ import pytest
 
 from scipy import stats as sps
 
-from opsd_sweep.analysis.arms import Arm, RunSD, compare_arms
-from opsd_sweep.analysis.stats import holm, pooled_sd
+from opsd_sweep.inference.arms import Arm, RunSD, compare_arms
+from opsd_sweep.inference.stats import holm, pooled_sd
 from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RaceState, RunResult, decide, run_race
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 
@@ -73,7 +73,7 @@ def test_the_baseline_is_never_eliminated():
 
 def test_the_race_compares_as_the_summary_does_with_a_pooled_sd():
     """One model for racing and verdicts: the race's comparison is the summary's --pool-sd comparison
-    of run scores (analysis.arms.compare_arms), and with two arms it is scipy's pooled two-sample t."""
+    of run scores (inference.arms.compare_arms), and with two arms it is scipy's pooled two-sample t."""
     rng = np.random.default_rng(1)
     a, b = rng.normal(52, 3, 5), rng.normal(50, 3, 7)
     arm, ref = ConfigSummary("a", a), ConfigSummary("b", b)

@@ -8,7 +8,7 @@ training-seed effect of the run; each problem gets K Bernoulli samples (eval sam
 
 A `Benchmark` fixes d and g once, as a real benchmark fixes its problems. The true score of a config
 is then 100 x mean_i E_u[sigmoid(...)] over these problems: the target of every interval and test
-(see analysis.stats). Expectations over u use Gauss-Hermite quadrature. Used by tests/analysis and
+(see inference.stats). Expectations over u use Gauss-Hermite quadrature. Used by tests/analysis and
 benchmarks/bench_stats.py; opsd_sweep.simulate writes run dirs, this draws score arrays only.
 """
 
@@ -91,3 +91,30 @@ def benchmark(model: NoiseModel, effects: np.ndarray, base_score: float, rng: np
 def run_scores(counts: np.ndarray, n_samples: int) -> np.ndarray:
     """Run scores (percent), shape counts.shape[:-1]: avg@K of each run."""
     return 100.0 * counts.mean(-1) / n_samples
+
+
+@dataclass(frozen=True)
+class CheckpointModel:
+    """Every checkpoint of a few runs of one config, with the same true score at every step (nothing to
+    find, so any score above the truth is selection bias). In points, on the probability scale: run r at
+    step s solves problem i with probability p_i + (u_r + v_rs) / 100, p_i ~ U(0.15, 0.85) drawn once per
+    replicate, u_r ~ N(0, run_sd) the run's training-seed effect, v_rs ~ N(0, step_sd) its step-to-step
+    training noise; K Bernoulli samples per problem. The true score of a run is 100 mean_i p_i (the
+    shifts stay > 4 SD inside [0, 1], where no clipping changes the mean)."""
+
+    runs: int
+    steps: int
+    n_problems: int
+    n_samples: int  # K, even: the split-half choice uses the even and the odd samples
+    run_sd: float  # points
+    step_sd: float  # points
+
+    def draw(self, replicates: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(even, odd, truth): correct counts among each problem's even / odd samples, each shape
+        (replicates, runs, steps, problems), and the true score (percent) of each replicate, (replicates,)."""
+        easy = rng.uniform(0.15, 0.85, (replicates, 1, 1, self.n_problems))
+        u = rng.normal(0.0, self.run_sd, (replicates, self.runs, 1, 1))
+        v = rng.normal(0.0, self.step_sd, (replicates, self.runs, self.steps, 1))
+        rates = np.clip(easy + (u + v) / 100, 0.0, 1.0)
+        half = self.n_samples // 2
+        return rng.binomial(half, rates), rng.binomial(half, rates), 100.0 * easy.mean(axis=(1, 2, 3))

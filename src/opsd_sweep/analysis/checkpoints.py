@@ -3,24 +3,33 @@
 Per config (unit of replication: the training run, intervals are t-intervals over runs):
   final     the last checkpoint's score, what the main table tests;
   last-k    each run's mean over its last `eval.average_last` checkpoints (averaging cuts eval noise);
-  best      the step with the top mean is a maximum over steps, biased upward. So the step is chosen
-            on one half of each problem's eval samples (even sample indices) and scored on the other
-            half (odd ones), which did not take part in the choice: an unbiased score of the chosen
-            step. The naive maximum is shown next to it; their gap is the selection effect.
+  best      the step with the top mean is a maximum over steps, biased upward: by eval sampling and by
+            each run's own ups and downs from step to step (training noise). So the choice is crossed
+            over runs: each run is scored at the step the *other* runs' mean picks (leave one run out),
+            and nothing of that run took part in its step's choice. The mean of these scores estimates
+            the expected score of a run whose checkpoint step is chosen by this rule from other runs
+            (needs >= 2 runs). Its interval is not a plain t-interval over the runs: each run's data also
+            chose the other runs' steps, which correlates their scores (most when the steps are alike);
+            crossover_interval prices that in. The naive maximum is shown next to it; their
+            gap is the selection effect. (Choosing on even eval samples and scoring on odd ones of the
+            same runs, as before, left the training noise in both halves: +1.9 points of bias at 2.8
+            points of run x step noise, benchmarks/bench_checkpoint_choice.py.)
 Input: the runs table of analysis.collect; each run's eval/eval.json (final checkpoint) and
 eval/checkpoint-<step>/eval.json (the earlier ones).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from opsd_sweep.analysis import stats
+from opsd_sweep.inference import stats
 from opsd_sweep.runs import RunDir, read_json
 
 
@@ -31,16 +40,14 @@ def step_of(evaluation: dict) -> int | None:
     return int(step) if name.startswith("checkpoint-") and step.isdigit() else None
 
 
-def checkpoint_scores(evaluation: dict) -> dict:
-    """avg@n in percent over all samples, and over the even / odd sample indices of every problem."""
-    correct = np.array([[s["correct"] for s in p["samples"]] for p in evaluation["problems"]], dtype=float)
-    return {"score": 100 * correct.mean(), "half_a": 100 * correct[:, 0::2].mean(),
-            "half_b": 100 * correct[:, 1::2].mean() if correct.shape[1] >= 2 else math.nan}
+def checkpoint_score(evaluation: dict) -> float:
+    """avg@n in percent over every problem and sample."""
+    return 100 * float(np.mean([s["correct"] for p in evaluation["problems"] for s in p["samples"]]))
 
 
 def collect_checkpoints(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per finished run and evaluated checkpoint: run_id, label, checkpoint_step, average_last,
-    score, half_a, half_b. Only runs with more than one evaluated checkpoint appear (external results,
+    score. Only runs with more than one evaluated checkpoint appear (external results,
     which have no run dir, never do)."""
     rows = []
     for run in runs.loc[(runs["state"] == "done") & runs["run_dir"].notna()].itertuples():
@@ -52,48 +59,119 @@ def collect_checkpoints(runs: pd.DataFrame) -> pd.DataFrame:
         for path in [*files, run_dir.eval_json]:
             evaluation = read_json(path)
             rows.append({"run_id": run.run_id, "label": run.label, "checkpoint_step": step_of(evaluation),
-                         "average_last": average_last, **checkpoint_scores(evaluation)})
-    return pd.DataFrame(rows, columns=["run_id", "label", "checkpoint_step", "average_last", "score", "half_a",
-                                       "half_b"])
+                         "average_last": average_last, "score": checkpoint_score(evaluation)})
+    return pd.DataFrame(rows, columns=["run_id", "label", "checkpoint_step", "average_last", "score"])
+
+
+MIN_CROSS_RUNS = 2  # each run's step is chosen on the others: one run has no others
+
+
+def cross_run_choice(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Leave-one-run-out choice of the best step.
+
+    Args:
+        scores: shape (..., R, S), R >= 2 runs x S checkpoint steps of one config (leading axes: e.g.
+            replicates of a simulation).
+    Returns:
+        (held_out, chosen), both shape (..., R): each run's score at the step with the top mean over the
+        other R - 1 runs, and that step's index (ties: the earliest step).
+    """
+    runs = scores.shape[-2]
+    if runs < MIN_CROSS_RUNS:
+        raise ValueError(f"cross_run_choice needs >= {MIN_CROSS_RUNS} runs, got {runs}")
+    others = (scores.sum(axis=-2, keepdims=True) - scores) / (runs - 1)
+    chosen = others.argmax(axis=-1)
+    return np.take_along_axis(scores, chosen[..., None], axis=-1)[..., 0], chosen
+
+
+@lru_cache(maxsize=None)
+def crossover_correlation(runs: int, steps: int) -> float:
+    """Correlation of two runs' cross-run scores when every step has the same true score and the run x step
+    noise is Gaussian (then it depends on runs and steps only): the largest over 2..steps steps, since a
+    config's steps may tie at the top among fewer. A fixed-seed Monte Carlo (SE ~0.005)."""
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for tied in range(2, steps + 1):
+        held_out, _ = cross_run_choice(rng.standard_normal((40_000, runs, tied)))
+        worst = max(worst, float(np.mean(held_out[:, 0] * held_out[:, 1])))
+    return worst
+
+
+def crossover_interval(scores: np.ndarray, level: float) -> stats.Interval:
+    """Mean of the cross-run scores y_r of a config, scores shape (R, S), R >= 2, with its interval.
+
+    Each run's data also chose the other runs' steps, so the y_r share a covariance and their plain
+    t-interval under-covers (91% at 95%, benchmarks/bench_checkpoint_choice.py). The variance of the mean
+    comes instead from a two-way model of the scores, score_rs = step_s + run_r + b_rs: the run means'
+    sample variance (R - 1 df) estimates Var(run_r) + Var(b) / S, the two-way residual mean square
+    ((R - 1)(S - 1) df) estimates Var(b) (training noise between checkpoints plus eval sampling), and
+    Var(mean y) = Var(run_r) / R + Var(b) (1 + (R - 1) rho) / R with rho = crossover_correlation(R, S), its
+    worst case. df by Satterthwaite over the two estimates. One checkpoint: the t-interval of its scores.
+    """
+    runs, steps = scores.shape
+    if steps < 2:
+        return stats.t_interval(scores[:, 0], level)
+    held_out, _ = cross_run_choice(scores)
+    run_means = scores.mean(axis=1)
+    residual = scores - scores.mean(axis=0) - run_means[:, None] + scores.mean()
+    residual_var = float((residual**2).sum()) / ((runs - 1) * (steps - 1))
+    weight = (1 + (runs - 1) * crossover_correlation(runs, steps)) / runs - 1 / (steps * runs)
+    comparison = stats.difference(float(held_out.mean()), [(float(run_means.var(ddof=1)) / runs, runs - 1),
+                                                            (weight * residual_var, (runs - 1) * (steps - 1))], level)
+    return stats.Interval(comparison.delta, comparison.se, comparison.df, comparison.low, comparison.high, level)
 
 
 def summarise_checkpoints(checkpoints: pd.DataFrame, level: float) -> pd.DataFrame:
-    """One row per config: final, last-k and split-half best (with the naive best and the gap)."""
+    """One row per config: final, last-k, the cross-run best (nan below MIN_CROSS_RUNS runs) and the naive
+    best with the gap; intervals cut at 0 and 100. `fold_steps`: the step each run was scored at, e.g. "20, 20, 30"."""
     rows = []
     for label, group in checkpoints.groupby("label", sort=False):
         scores = group.pivot(index="run_id", columns="checkpoint_step", values="score").dropna(axis=1)
-        half_a = group.pivot(index="run_id", columns="checkpoint_step", values="half_a")[scores.columns]
-        half_b = group.pivot(index="run_id", columns="checkpoint_step", values="half_b")[scores.columns]
         k = int(group["average_last"].iloc[0])
-        final = stats.t_interval(scores.iloc[:, -1].to_numpy(), level)
-        last = stats.t_interval(scores.iloc[:, -k:].mean(axis=1).to_numpy(), level)
+        final = _bounded(stats.t_interval(scores.iloc[:, -1].to_numpy(), level))
+        last = _bounded(stats.t_interval(scores.iloc[:, -k:].mean(axis=1).to_numpy(), level))
         naive_step = scores.mean().idxmax()
-        chosen = half_a.mean().idxmax()
-        held_out = stats.t_interval(half_b[chosen].to_numpy(), level)
-        rows.append({"label": label, "runs": len(scores), "steps": len(scores.columns),
-                     "final_step": int(scores.columns[-1]), "final": final.estimate, "final_low": final.low,
-                     "final_high": final.high, "average_last": k, "last_k": last.estimate, "last_k_low": last.low,
-                     "last_k_high": last.high, "best_step_naive": int(naive_step),
-                     "best_naive": float(scores[naive_step].mean()), "best_step": int(chosen),
-                     "best_held_out": held_out.estimate, "best_low": held_out.low, "best_high": held_out.high,
-                     "selection_gap": float(scores[naive_step].mean()) - held_out.estimate})
+        row = {"label": label, "runs": len(scores), "steps": len(scores.columns),
+               "final_step": int(scores.columns[-1]), "final": final.estimate, "final_low": final.low,
+               "final_high": final.high, "average_last": k, "last_k": last.estimate, "last_k_low": last.low,
+               "last_k_high": last.high, "best_step_naive": int(naive_step),
+               "best_naive": float(scores[naive_step].mean()), "best_cross": math.nan, "best_low": math.nan,
+               "best_high": math.nan, "fold_steps": "", "selection_gap": math.nan}
+        if len(scores) >= MIN_CROSS_RUNS:
+            _, chosen = cross_run_choice(scores.to_numpy())
+            cross = _bounded(crossover_interval(scores.to_numpy(), level))
+            row |= {"best_cross": cross.estimate, "best_low": cross.low, "best_high": cross.high,
+                    "fold_steps": ", ".join(str(int(scores.columns[i])) for i in chosen),
+                    "selection_gap": row["best_naive"] - cross.estimate}
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _bounded(interval: stats.Interval) -> stats.Interval:
+    """The interval cut at 0 and 100: a checkpoint's score is a percentage."""
+    return dataclasses.replace(interval, **dict(zip(("low", "high"), stats.bounded(interval.low, interval.high,
+                                                                               stats.SCORE_BOUNDS))))
 
 
 def markdown_section(table: pd.DataFrame, level: float) -> str:
     pct = f"{100 * level:g}%"
     lines = ["## Checkpoints (eval.checkpoints=all)", "",
-             f"Per config, means over training runs with {pct} t-intervals. *last k*: each run's mean over its "
-             "last k checkpoints. *best (held out)*: the step is chosen on the even-indexed eval samples of every "
-             "problem and scored on the odd-indexed ones, so the choice does not inflate the score; *best (naive)* "
-             "is the plain maximum over steps, and *gap* = naive - held out is the selection effect it carries.",
-             "", "| config | runs | final (step) | last k | best (held out) | best (naive) | gap |",
+             f"Per config, means over training runs with {pct} t-intervals (cut at 0 and 100, the bounds of the score). *last k*: each run's mean over its "
+             "last k checkpoints. *best (cross-run)*: each run is scored at the step with the top mean over the "
+             "other runs (leave one run out; the steps used are listed), so neither its eval samples nor its own "
+             "step-to-step training noise took part in the choice. It estimates the expected score of a run "
+             "whose checkpoint step is chosen by this rule from other runs, and needs "
+             f"{MIN_CROSS_RUNS} or more runs. *best (naive)* is the plain maximum over steps of the mean, and "
+             "*gap* = naive - cross-run is the selection effect it carries.",
+             "", "| config | runs | final (step) | last k | best (cross-run) | best (naive) | gap |",
              "|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
+        best = (f"{_ci(r.best_cross, r.best_low, r.best_high)} (steps {r.fold_steps})" if r.fold_steps
+                else f"needs >= {MIN_CROSS_RUNS} runs")
+        gap = "" if math.isnan(r.selection_gap) else f"{r.selection_gap:+.2f}"
         lines.append(f"| {r.label} | {r.runs} | {_ci(r.final, r.final_low, r.final_high)} ({r.final_step}) | "
-                     f"{_ci(r.last_k, r.last_k_low, r.last_k_high)} (k={r.average_last}) | "
-                     f"{_ci(r.best_held_out, r.best_low, r.best_high)} (step {r.best_step}) | "
-                     f"{r.best_naive:.2f} (step {r.best_step_naive}) | {r.selection_gap:+.2f} |")
+                     f"{_ci(r.last_k, r.last_k_low, r.last_k_high)} (k={r.average_last}) | {best} | "
+                     f"{r.best_naive:.2f} (step {r.best_step_naive}) | {gap} |")
     return "\n".join(lines) + "\n"
 
 

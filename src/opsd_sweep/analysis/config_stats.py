@@ -1,7 +1,7 @@
 """Per-config statistics table: intervals, noise split, tests vs baseline and anchor, verdicts, power.
 
 Input: the runs table of `collect` (one row per run). Output: one row per config (= one label: all
-varying columns except the seed), the content of summary.csv. The target is stated in analysis.stats:
+varying columns except the seed), the content of summary.csv. The target is stated in inference.stats:
 the benchmark's problems are held fixed, so every number here works on run scores.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from opsd_sweep.analysis import stats
-from opsd_sweep.analysis.arms import Arm, RunSD, anchor_arm, compare_arms, run_sd
 from opsd_sweep.analysis.collect import is_base_model, short_names
-from opsd_sweep.analysis.sensitivity import verdict_holds_to_sd
-from opsd_sweep.analysis.settings import Anchor, SummarySettings
+from opsd_sweep.analysis.settings import SummarySettings
+from opsd_sweep.inference import stats
+from opsd_sweep.inference.arms import Anchor, Arm, RunSD, anchor_arm, compare_arms, run_sd
+from opsd_sweep.inference.sensitivity import verdict_holds_to_sd
 
 
 @dataclass
@@ -28,8 +28,7 @@ class Analysis:
     baseline: str | None  # label of the in-sweep baseline
     baseline_how: str  # how it was chosen: "--baseline ...", "auto: the untrained base model", or why none
     anchor: Anchor | None  # the anchor actually compared (None when absent or another metric)
-    pooled_sd: float
-    pooled_df: int
+    pool: Pool
     notes: list[str] = field(default_factory=list)  # plain-language statements for the report
     power: dict = field(default_factory=dict)  # sweep-level seeds-needed advice
 
@@ -107,11 +106,48 @@ PER_PROBLEM_METRICS = ("avg_at_n", "pooled")
 
 # --- per config ----------------------------------------------------------------------------------
 
-def pooled(usable: pd.DataFrame, metric: str, s: SummarySettings, anchor: Anchor | None) -> tuple[float, int]:
-    """Run-to-run SD pooled over the configs with >= 2 runs (+ the anchor's runs with --pool-anchor)."""
-    groups = [g[metric].to_numpy(float) for _, g in usable.groupby("label", sort=False)]
+@dataclass(frozen=True)
+class Pool:
+    """The run-to-run SD pooled over configs with >= 2 runs, and what entered it."""
+
+    sd: float
+    df: int
+    runs: int  # runs of the configs that entered (configs with >= 2 runs)
+    configs: int
+    anchor_runs: int  # the anchor's n with --pool-anchor, else 0
+    left_out: dict[str, int]  # kind (settings.POOL_OPT_INS) -> runs left out
+
+    @property
+    def pair(self) -> tuple[float, int]:
+        return self.sd, self.df
+
+
+def pool_runs(usable: pd.DataFrame, include: Sequence[str]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The runs the pooled SD comes from: this pipeline's trained configs, plus the kinds in `include`;
+    and the number of runs of each kind left out. Simulated runs count as this pipeline's when the sweep
+    has no real ones (the simulator's demo), else they stay out. A collapsed run (opsd_sweep.collapse) stays
+    out: its score sits at the floor, so its spread says nothing about the run-to-run noise of a working config."""
+    real = ~usable["external"] & ~usable["simulated"]
+    kinds = {"external": usable["external"], "simulated": usable["simulated"] & bool(real.any()),
+             "base_model": usable["label"].map(is_base_model).astype(bool),
+             "collapsed": usable["collapse_step"].notna() if "collapse_step" in usable else pd.Series(False, usable.index)}
+    out = pd.Series(False, index=usable.index)
+    left_out = {}
+    for kind, mask in kinds.items():
+        if kind not in include and (mask & ~out).any():
+            left_out[kind] = int((mask & ~out).sum())
+            out |= mask
+    return usable[~out], left_out
+
+
+def pooled(usable: pd.DataFrame, metric: str, s: SummarySettings, anchor: Anchor | None) -> Pool:
+    """Run-to-run SD pooled over the pool's configs with >= 2 runs (+ the anchor's runs with --pool-anchor)."""
+    members, left_out = pool_runs(usable, s.pool_include)
+    groups = [g[metric].to_numpy(float) for _, g in members.groupby("label", sort=False)]
+    groups = [g for g in groups if g.size >= 2]
     extra = [(anchor.sd, anchor.n)] if s.pool_anchor and anchor is not None else []
-    return stats.pooled_sd(groups, extra)
+    sd, df = stats.pooled_sd(groups, extra)
+    return Pool(sd, df, sum(g.size for g in groups), len(groups), anchor.n if extra else 0, left_out)
 
 
 def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, pool: tuple[float, int]) -> pd.DataFrame:
@@ -124,10 +160,12 @@ def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, pool
         sample = float(scores.std(ddof=1)) if n > 1 else math.nan
         sd = run_sd(n, sample, pool, s.pool_sd, s.assumed_sd)
         ci = stats.t_interval(scores, s.level, sd=sd.value, df=sd.df)
+        low, high = stats.bounded(ci.low, ci.high, stats.SCORE_BOUNDS) if stats.is_percent_score(metric) \
+            else (ci.low, ci.high)
         row = {"label": label, **{c: group[c].iloc[0] for c in axes},
                "external": bool(group["external"].any()), "simulated": bool(group["simulated"].any()),
                "n": n, "mean": ci.estimate, "sd": sample, "se": ci.se, "sd_used": sd.value, "sd_df": sd.df,
-               "sd_source": sd.source, "ci_low": ci.low, "ci_high": ci.high}
+               "sd_source": sd.source, "ci_low": low, "ci_high": high}
         row |= noise_split(group, scores, metric, s.level)
         if "n_samples" in group:
             row["k"] = group["n_samples"].iloc[0]
@@ -157,15 +195,20 @@ def arm_of(row: pd.Series) -> Arm:
     return Arm(row["mean"], int(row["n"]), RunSD(row["sd_used"], row["sd_df"], row["sd_source"]))
 
 
-def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, skip: str | None = None) -> pd.DataFrame:
-    """delta, interval and p of every config against one reference arm (run scores; `skip`: the reference's row)."""
+def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, skip: str | None = None,
+               shared: bool = False, percent: bool = True) -> pd.DataFrame:
+    """delta, interval and p of every config against one reference arm (run scores; `skip`: the reference's
+    row; `shared`: every config takes the reference's SD, as --pool-anchor has it; `percent`: the interval
+    is cut at -100 and +100, the most two percent scores can differ)."""
     out = []
     for _, row in table.iterrows():
         if row["label"] == skip:
             out.append({})
             continue
-        comp = compare_arms(arm_of(row), reference, level)
-        out.append({f"delta_{prefix}": comp.delta, f"{prefix}_low": comp.low, f"{prefix}_high": comp.high,
+        arm = Arm(row["mean"], int(row["n"]), reference.sd) if shared else arm_of(row)
+        comp = compare_arms(arm, reference, level)
+        low, high = stats.bounded(comp.low, comp.high, stats.DIFFERENCE_BOUNDS) if percent else (comp.low, comp.high)
+        out.append({f"delta_{prefix}": comp.delta, f"{prefix}_low": low, f"{prefix}_high": high,
                     f"p_{prefix}": comp.p})
     frame = pd.DataFrame(out, index=table.index)
     frame[f"p_{prefix}_holm"] = stats.holm(frame[f"p_{prefix}"].to_numpy(float))
@@ -184,7 +227,7 @@ def power_sd(s: SummarySettings, pool: tuple[float, int]) -> tuple[float, bool, 
     sd, df = pool
     if s.assumed_sd is not None and (not s.pool_sd or not df):
         return s.assumed_sd, True, "declared run-to-run SD (--assumed-sd), known"
-    if df:
+    if df and sd > 0:  # a pooled SD of 0 (every run alike) plans nothing
         return sd, False, f"pooled run-to-run SD ({df} df)"
     return None
 
@@ -266,17 +309,20 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     if anchor is not None and anchor.metric != s.metric:
         notes.append(f"The anchor reports {anchor.metric}, not {s.metric}: no comparison with it.")
         anchor = None
-    pool = pooled(usable, s.metric, s, anchor)
+    pool_info = pooled(usable, s.metric, s, anchor)
+    pool = pool_info.pair
     table = describe_configs(usable, s.metric, s, pool)
     baseline, how = select_baseline(table, s.baseline, declared_baselines)
     references = {}
     if baseline is not None:
         references["baseline"] = arm_of(table.set_index("label").loc[baseline])
-        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, skip=baseline))
+        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, skip=baseline,
+                                      percent=stats.is_percent_score(s.metric)))
         table["vs_baseline"] = np.where(table["label"] == baseline, "is baseline", "run scores")
     if anchor is not None:
         references["anchor"] = anchor_arm(anchor, pool, s.pool_sd, s.assumed_sd, s.pool_anchor)
-        table = table.join(compare_to(table, references["anchor"], "anchor", s.level))
+        table = table.join(compare_to(table, references["anchor"], "anchor", s.level, shared=s.pool_anchor,
+                                      percent=stats.is_percent_score(s.metric)))
     reference = next(iter(references), None)
     family = max(1, int(table[f"p_{reference}"].notna().sum())) if reference else 1
     if reference is not None:
@@ -284,7 +330,8 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
                              else stats.verdict(row[f"delta_{reference}"], row[f"p_{reference}_holm"], s.alpha))
                             for _, row in table.iterrows()]
         table["verdict_vs"] = "in-sweep baseline" if reference == "baseline" else "anchor"
-        table["verdict_sd"] = [_sd_words(row) for _, row in table.iterrows()]
+        shared = references["anchor"].sd if reference == "anchor" and s.pool_anchor else None
+        table["verdict_sd"] = [_sd_words(row, shared) for _, row in table.iterrows()]
         table["verdict_holds_to_sd"] = verdict_holds_to_sd(table, references[reference], reference, s)
     psd = power_sd(s, pool)
     if reference is not None:
@@ -292,15 +339,19 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     table["flags"] = flags(table, baseline)
     table = table.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
     power = sweep_power(usable, s, reference, anchor, psd, family)
-    return Analysis(table, usable, baseline, how, anchor, pool[0], pool[1], notes, power)
+    return Analysis(table, usable, baseline, how, anchor, pool_info, notes, power)
 
 
-def _sd_words(row: pd.Series) -> str:
-    """The run-to-run SD a verdict used, e.g. 'sample SD 2.91 (3 df)', 'known SD 3.50'."""
-    if not row["sd_used"] == row["sd_used"]:
+def _sd_words(row: pd.Series, shared: RunSD | None = None) -> str:
+    """The run-to-run SD a verdict used, e.g. 'sample SD 2.91 (3 df)', 'known SD 3.50' (`shared`: the SD
+    both arms of the comparison took, --pool-anchor)."""
+    sd = shared or RunSD(row["sd_used"], row["sd_df"], row["sd_source"])
+    if not sd.value == sd.value:
         return "no SD (1 run, nothing pooled or declared)"
-    df = "" if math.isinf(row["sd_df"]) else f" ({int(row['sd_df'])} df)"
-    return f"{row['sd_source']} SD {row['sd_used']:.2f}{df}"
+    df = "" if math.isinf(sd.df) else f" ({int(sd.df)} df)"
+    words = f"{sd.source} SD {sd.value:.2f}{df}"
+    pooled_with_anchor = shared is not None and shared.source != "known"  # a known SD is everyone's anyway
+    return words + (", shared with the anchor (--pool-anchor)" if pooled_with_anchor else "")
 
 
 def flags(table: pd.DataFrame, baseline: str | None) -> list[str]:

@@ -16,18 +16,21 @@ from scipy import stats as sps  # noqa: E402
 from opsd_sweep.analysis.collect import TRAINING_KNOBS, is_base_model, short_names  # noqa: E402
 from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note  # noqa: E402
 from opsd_sweep.analysis.races import Race  # noqa: E402
+from opsd_sweep.inference import stats  # noqa: E402
 
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "inconclusive": "#555555", "baseline": "#762a83"}
 LOG_AXES = ("cfg.learning_rate",)
 
 
 def anchor_band(analysis: Analysis, level: float) -> tuple[float, float] | None:
-    """The anchor's mean +- its t-interval half-width (its own uncertainty over n runs)."""
+    """The anchor's mean +- its t-interval half-width (its own uncertainty over n runs), cut at 0 and 100
+    for a percent score."""
     a = analysis.anchor
     if a is None:
         return None
     half = sps.t.ppf(0.5 + level / 2, a.n - 1) * a.sd / math.sqrt(a.n) if a.n > 1 else 0.0
-    return a.mean - half, a.mean + half
+    band = (a.mean - half, a.mean + half)
+    return stats.bounded(*band, stats.SCORE_BOUNDS) if stats.is_percent_score(a.metric) else band
 
 
 def _reference_lines(ax, analysis: Analysis, level: float, vertical: bool) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from opsd_sweep.inference import stats
 from opsd_sweep.race.log import RaceLog
 
 LOG_NAME = "race.jsonl"
@@ -71,12 +72,13 @@ def race_from_records(path: Path, records: list[dict], simulated_dirs: frozenset
     if not headers:
         return None
     decisions = latest_decisions(records)
+    metric = str(headers[0].get("metric", "avg_at_n"))
     stops = [r for r in records if r.get("type") == "stop"]
     states = [r for r in records if r.get("type") == "state"]
     return Race(path=path, header=headers[0], resumes=sum(r.get("type") == "resume" for r in records),
                 state=states[-1] if states else None, stop=stops[-1] if stops else None,
-                final=final_table(decisions), eliminations=eliminations_table(decisions),
-                timeline=timeline_table(decisions), totals=run_totals(records, headers[0], simulated_dirs),
+                final=final_table(decisions, metric), eliminations=eliminations_table(decisions),
+                timeline=timeline_table(decisions, metric), totals=run_totals(records, headers[0], simulated_dirs),
                 baseline_dirs=frozenset(str(Path(r["run_dir"]).resolve()) for r in records
                                         if r.get("type") == "run" and r.get("run_dir")
                                         and r["config"] == headers[0].get("baseline")),
@@ -102,17 +104,20 @@ def latest_decisions(records: list[dict]) -> list[dict]:
     return list(latest.values())
 
 
-def _ci(record: dict) -> tuple[float, float]:
-    ci = record.get("ci") or [None, None]
-    return ci[0], ci[1]
+def _ci(record: dict, metric: str) -> tuple[float, float]:
+    """The logged interval of a config's mean, cut at 0 and 100 for a percent score (as the summary's)."""
+    low, high = record.get("ci") or [None, None]
+    if low is None or not stats.is_percent_score(metric):
+        return low, high
+    return stats.bounded(low, high, stats.SCORE_BOUNDS)
 
 
-def final_table(decisions: list[dict]) -> pd.DataFrame:
+def final_table(decisions: list[dict], metric: str) -> pd.DataFrame:
     """The final verdicts (phase "final"), winner first, then by mean. Empty before the race ends."""
     rows = []
     for d in decisions:
         if d["phase"] == "final":
-            low, high = _ci(d)
+            low, high = _ci(d, metric)
             rows.append({"config": d["config"], "n": d["n"], "mean": d["mean"], "ci_low": low, "ci_high": high,
                          "delta_baseline": d.get("delta_baseline"), "p_baseline": d.get("p_baseline"),
                          "delta_anchor": d.get("delta_anchor"), "p_anchor": d.get("p_anchor"),
@@ -142,12 +147,12 @@ def eliminations_table(decisions: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=ELIMINATION_COLUMNS).sort_values("round", kind="stable").reset_index(drop=True)
 
 
-def timeline_table(decisions: list[dict]) -> pd.DataFrame:
+def timeline_table(decisions: list[dict], metric: str) -> pd.DataFrame:
     """Every racing-round assessment: round, config, n, mean, CI and what the race did with the config."""
     rows = []
     for d in decisions:
         if d["phase"] == "race" and d.get("mean") is not None:
-            low, high = _ci(d)
+            low, high = _ci(d, metric)
             rows.append({"round": d["round"], "config": d["config"], "n": d["n"], "mean": d["mean"],
                          "ci_low": low, "ci_high": high, "action": d["action"], "baseline": bool(d.get("baseline"))})
     return pd.DataFrame(rows, columns=TIMELINE_COLUMNS).sort_values(["round"], kind="stable").reset_index(drop=True)

@@ -15,8 +15,9 @@ from opsd_sweep.analysis.collapses import race_lines, summary_section
 from opsd_sweep.analysis.collect import Collection
 from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
 from opsd_sweep.analysis.races import Race
-from opsd_sweep.analysis.sensitivity import MAX_SD
 from opsd_sweep.analysis.settings import SummarySettings
+from opsd_sweep.inference import stats
+from opsd_sweep.inference.sensitivity import MAX_SD
 
 MANY_SEEDS = 20  # above this, the advice says plainly that the effect is expensive to prove
 TARGET = ("What is tested: the benchmark's problems are held fixed, so each verdict, interval, MDE and seeds "
@@ -178,6 +179,25 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
     return out
 
 
+POOL_KIND_WORDS = {"external": "external", "simulated": "simulated", "base_model": "untrained base-model",
+                   "collapsed": "collapsed"}
+
+
+def pool_statement(analysis: Analysis) -> str:
+    """Which runs the pooled run-to-run SD comes from (count, df) and which were left out."""
+    p = analysis.pool
+    if not p.df:
+        return "No pooled run-to-run SD: no config of this pipeline's trained runs has 2 or more runs."
+    anchor = f" and the anchor's {p.anchor_runs} runs (--pool-anchor)" if p.anchor_runs else ""
+    text = (f"Pooled run-to-run SD {p.sd:.2f} points ({p.df} df): the {p.runs} runs of {_configs(p.configs)} with "
+            f"2 or more runs{anchor}")
+    if p.left_out:
+        kinds = ", ".join(f"{n} {POOL_KIND_WORDS[kind]}" for kind, n in p.left_out.items())
+        text += (f"; left out: {kinds} runs (--pool-include {' '.join(p.left_out)} takes them in). The pool holds "
+                 "this pipeline's trained configs only")
+    return text + "."
+
+
 def anchor_statement(analysis: Analysis) -> list[str]:
     a = analysis.anchor
     if a is None:
@@ -290,8 +310,10 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
              + (f" and external results {', '.join(s.external)}" if s.external else "") + ".",
              f"{len(analysis.usable)} finished runs in {len(analysis.table)} configs enter the statistics "
              f"({len(collection.skipped)} run dirs left out, listed at the end). "
-             f"Unit of replication: the training run. Intervals: {s.level:.0%} t-intervals over runs; "
-             f"tests at α = {s.alpha}, Holm-adjusted across configs."]
+             f"Unit of replication: the training run. Intervals: {s.level:.0%} t-intervals over runs"
+             + (", cut at 0 and 100 (differences at -100 and +100), the bounds of the score: cutting never drops "
+                "its true value" if stats.is_percent_score(s.metric) else "")
+             + f"; tests at α = {s.alpha}, Holm-adjusted across configs."]
     if not collection.skipped.empty:
         counts = ", ".join(f"{n} {state}" for state, n in collection.skipped["state"].value_counts().items())
         lines += ["", f"> {len(collection.skipped)} run dirs are left out ({counts}): only finished runs with eval "
@@ -299,13 +321,13 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
     if sim:
         lines += ["", f"> **SIMULATED DATA: {sim} of the runs were produced by the simulator (executor=simulate), "
                       "not by training.** Their configs are labelled [simulated] in every table and plot and are "
-                      "never pooled with real runs."]
+                      "never pooled with real runs (unless --pool-include simulated)."]
     if ext:
         lines += ["", f"> {ext} runs come from external results (labelled [external]); they have no per-sample data, "
                       "so they are compared on run scores only."]
     header, rows = verdict_rows(analysis, s.level)
     lines += ["", "## Verdicts", "", markdown_table(header, rows), "", *[f"- {x}" for x in verdict_statements(analysis, s)],
-              *[f"- {x}" for x in analysis.notes]]
+              *[f"- {x}" for x in analysis.notes], f"- {pool_statement(analysis)}"]
     lines += [f"- In-sweep baseline: {analysis.baseline or 'none'} ({analysis.baseline_how}).",
               f"- {TARGET}"]
     lines += ["", "## Anchor", "", *anchor_statement(analysis)] if analysis.anchor is not None else []

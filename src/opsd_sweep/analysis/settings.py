@@ -1,4 +1,5 @@
-"""Typed settings of the summary (defaults in conf/summary.yaml) and the published anchor (conf/baseline/)."""
+"""Typed settings of the summary (defaults in conf/summary.yaml) and the loading of the published anchor
+(conf/baseline/; its type is inference.arms.Anchor)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from typing import Optional
 from omegaconf import MISSING, OmegaConf
 
 from opsd_sweep import CONF_DIR
+from opsd_sweep.inference.arms import Anchor
+
+# Kinds of runs the pooled SD leaves out unless opted in (pool_include): other labs' results (another
+# pipeline, another spread), the simulator's runs next to real ones, and the untrained base model (its runs
+# differ in eval sampling only, so they would shrink the SD a trained config is planned with).
+POOL_OPT_INS = ("external", "simulated", "base_model", "collapsed")
 
 
 @dataclass
@@ -23,23 +30,12 @@ class SummarySettings:
     baseline: Optional[str] = MISSING
     pool_sd: bool = MISSING
     pool_anchor: bool = MISSING
+    pool_include: list[str] = field(default_factory=lambda: MISSING)
     assumed_sd: Optional[float] = MISSING
     target_effect: float = MISSING
     power: float = MISSING
     larger_k: int = MISSING
     plots: bool = MISSING
-
-
-@dataclass(frozen=True)
-class Anchor:
-    """A published result: mean and SD of `metric` over n runs."""
-
-    label: str
-    metric: str
-    mean: float
-    sd: float
-    n: int
-    note: str = ""  # where it comes from and how far to trust it
 
 
 def load_settings(overrides: dict) -> SummarySettings:
@@ -58,6 +54,8 @@ def load_settings(overrides: dict) -> SummarySettings:
         problems.append(f"target_effect={settings.target_effect} must be > 0 (points), e.g. 2")
     if settings.assumed_sd is not None and settings.assumed_sd <= 0:
         problems.append(f"assumed_sd={settings.assumed_sd} must be > 0 (points), e.g. 3.5, or null (none declared)")
+    if unknown := [kind for kind in settings.pool_include if kind not in POOL_OPT_INS]:
+        problems.append(f"pool_include={unknown} is not among {list(POOL_OPT_INS)}, e.g. [external]")
     if settings.larger_k < 2:
         problems.append(f"larger_k={settings.larger_k} must be >= 2 samples per problem, e.g. 64")
     if problems:

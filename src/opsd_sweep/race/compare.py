@@ -1,7 +1,7 @@
 """Per-config summaries and the comparisons a race makes: run scores with a pooled run-to-run variance.
 
 The unit of replication is the training run and the benchmark's problems are held fixed, as in the
-summary's verdicts (analysis.stats): a difference of two configs is a difference of mean run scores.
+summary's verdicts (inference.stats): a difference of two configs is a difference of mean run scores.
 Within a round every live config shares one pooled run-to-run variance (equal-variance assumption;
 it buys degrees of freedom when configs have 3-5 runs).
 """
@@ -13,7 +13,8 @@ from functools import cached_property
 
 import numpy as np
 
-from opsd_sweep.analysis.stats import Comparison, difference, pooled_sd
+from opsd_sweep.inference.arms import Arm, RunSD, compare_arms
+from opsd_sweep.inference.stats import Comparison, pooled_sd
 
 
 @dataclass(frozen=True)
@@ -46,5 +47,7 @@ class Pooled:
 
 
 def compare(arm: ConfigSummary, ref: ConfigSummary, pooled: Pooled, level: float) -> Comparison:
-    """arm - ref with SE^2 = pooled var (1/R_arm + 1/R_ref), df of the pool; two-sided p."""
-    return difference(arm.mean - ref.mean, [(pooled.var * (1.0 / arm.n + 1.0 / ref.n), pooled.df)], level)
+    """arm - ref with SE^2 = pooled var (1/R_arm + 1/R_ref), df of the pool; two-sided p. The summary's
+    comparison of two arms sharing the pooled SD (inference.arms), so race and summary test alike."""
+    sd = RunSD(pooled.var**0.5, pooled.df, "pooled")
+    return compare_arms(Arm(arm.mean, arm.n, sd), Arm(ref.mean, ref.n, sd), level)

@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from opsd_sweep.analysis.stats import holm, t_interval, t_ppf, verdict, welch_vs_anchor
+from opsd_sweep.inference.stats import holm, t_interval, t_ppf, verdict, welch_vs_anchor
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 from opsd_sweep.race.settings import RaceSpec
 

@@ -110,6 +110,26 @@ def difference(delta: float, components: Sequence[tuple[float, float]], level: f
     return Comparison(delta, se, df, delta - half, delta + half, t, 2 * t_sf(abs(t), df), level)
 
 
+# --- bounded scores ------------------------------------------------------------------------------
+
+# A t-interval of a percent score can pass 0 or 100 (3 runs at 98-100: [95, 102]); the score cannot. Cutting
+# the interval at the bounds keeps its coverage (the true value lies inside them) and is said in the report.
+SCORE_BOUNDS = (0.0, 100.0)
+DIFFERENCE_BOUNDS = (-100.0, 100.0)
+
+
+def is_percent_score(metric: str) -> bool:
+    """Whether a metric is a percentage in [0, 100]: avg@n, pass@k, maj@n, the rates, an eval suite's
+    `pooled` score, and each benchmark's own (`<benchmark>.<metric>`)."""
+    name = metric.rsplit(".", 1)[-1]
+    return name.startswith(("avg_at", "pass_at", "maj_at")) or name.endswith("_rate") or name == "pooled"
+
+
+def bounded(low: float, high: float, bounds: tuple[float, float]) -> tuple[float, float]:
+    """An interval cut at the bounds (nan stays nan)."""
+    return float(np.clip(low, *bounds)), float(np.clip(high, *bounds))
+
+
 # --- one config ----------------------------------------------------------------------------------
 
 def t_interval(scores: np.ndarray, level: float = 0.95, *, sd: float | None = None,

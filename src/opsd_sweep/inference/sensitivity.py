@@ -8,20 +8,28 @@ same alpha and Holm family. No library has this; it is a search over X of the sa
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from opsd_sweep.analysis import stats
-from opsd_sweep.analysis.arms import Arm, RunSD, compare_arms
-from opsd_sweep.analysis.settings import SummarySettings
+from opsd_sweep.inference import stats
+from opsd_sweep.inference.arms import Arm, RunSD, compare_arms
+
+class Levels(Protocol):
+    """What the search needs of the summary's settings."""
+
+    level: float  # coverage of the intervals
+    alpha: float  # test level of the verdicts
+    pool_anchor: bool  # the anchor shares the run-to-run SD of the configs
+
 
 MAX_SD = 50.0  # the largest SD a score in [0, 100] can have: beyond it no SD is plausible
 _GRID = np.geomspace(0.01, MAX_SD, 80)
 
 
 def _verdicts_at(sd: float, table: pd.DataFrame, family: np.ndarray, reference: Arm, reference_name: str,
-                 s: SummarySettings) -> list[str]:
+                 s: Levels) -> list[str]:
     """Every config's verdict if the run-to-run SD were `sd`, known (nan-p configs stay out of the family)."""
     known = RunSD(sd, math.inf, "known")
     ref = Arm(reference.mean, reference.n, known) if reference_name == "baseline" or s.pool_anchor else reference
@@ -34,7 +42,7 @@ def _verdicts_at(sd: float, table: pd.DataFrame, family: np.ndarray, reference: 
     return [stats.verdict(d, q, s.alpha) for d, q in zip(deltas, adjusted)]
 
 
-def verdict_holds_to_sd(table: pd.DataFrame, reference: Arm, reference_name: str, s: SummarySettings) -> list[float]:
+def verdict_holds_to_sd(table: pd.DataFrame, reference: Arm, reference_name: str, s: Levels) -> list[float]:
     """Per config: the largest run-to-run SD (points) keeping its better/worse verdict; nan otherwise.
 
     Scans a log grid of SDs up to MAX_SD, then bisects between the last SD where the verdict holds and

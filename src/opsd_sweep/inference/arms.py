@@ -4,8 +4,11 @@ An arm is a config (or the published anchor) summarised by its mean, runs and th
 and tests use. The rule (README, "Summary and report"):
 - `--assumed-sd X` declares the run-to-run SD known: configs with fewer than two runs use X, and with
   `--no-pool-sd` (the default) every config does; normal quantiles.
-- `--pool-sd`: configs use the SD pooled across configs (df = sum of R_c - 1); with `--pool-anchor` the
-  anchor's own runs enter that pool.
+- `--pool-sd`: configs use the SD pooled across configs (df = sum of R_c - 1).
+- `--pool-anchor`: the anchor's runs come from this pipeline: its n and SD enter the pool, and every
+  comparison with the anchor gives both arms that pooled SD (SE = s_pool sqrt(1/R + 1/n0), the pool's
+  df), the SD the power plan against the anchor assumes for both (a declared --assumed-sd without
+  --pool-sd: that known SD for both).
 - otherwise each config uses its sample SD (R - 1 df); a 1-run config the pooled SD, if any.
 """
 
@@ -14,11 +17,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from opsd_sweep.analysis import stats
-from opsd_sweep.analysis.settings import Anchor
+from opsd_sweep.inference import stats
 
 # Sources whose value is one number shared by every arm that uses it: two such arms share one estimate.
 SHARED = ("pooled", "pooled (1 run)", "known")
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A published result: mean and SD of `metric` over n runs."""
+
+    label: str
+    metric: str
+    mean: float
+    sd: float
+    n: int
+    note: str = ""  # where it comes from and how far to trust it
 
 
 @dataclass(frozen=True)
@@ -54,9 +68,10 @@ def run_sd(n: int, sample_sd: float, pool: tuple[float, int], pool_sd: bool, ass
 def anchor_arm(anchor: Anchor, pool: tuple[float, int], pool_sd: bool, assumed_sd: float | None,
                pool_anchor: bool) -> Arm:
     """The published anchor as an arm: its own SD over its n runs, or, when its runs come from our
-    pipeline (--pool-anchor), the SD any config with n runs would use."""
+    pipeline (--pool-anchor), the pooled SD (or the declared known SD, as every config then uses)."""
     if pool_anchor:
-        return Arm(anchor.mean, anchor.n, run_sd(anchor.n, anchor.sd, pool, pool_sd, assumed_sd))
+        return Arm(anchor.mean, anchor.n, run_sd(anchor.n, anchor.sd, pool, pool_sd or assumed_sd is None,
+                                                 assumed_sd))
     return Arm(anchor.mean, anchor.n, RunSD(anchor.sd, anchor.n - 1, "published"))
 
 
