@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 from pathlib import Path
 
@@ -97,6 +98,23 @@ def test_a_worker_killed_mid_phase_fails_its_run_only_and_is_replaced(tmp_path, 
     assert status(long())["state"] == "done" and status(long())["attempts"] == 2
     assert "resumed from" in (long() / "logs" / "train.log").read_text()
     assert steps_logged(long()) == list(range(1, 41))
+
+
+def test_a_failing_phase_ends_its_worker_and_the_next_cycle_gets_a_new_one(tmp_path, tiny_cache):
+    base = ["-m", *TINY, *ONE_SLOT, "train.max_steps=2"]
+    first = run_sweep([*base, "seed=1"], tmp_path, tiny_cache)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    damaged = run_dirs(tmp_path)[1]  # its final adapter no longer loads: the eval phase fails
+    shutil.rmtree(damaged / "eval")
+    (damaged / "train" / "checkpoint-2" / "adapter_model.safetensors").write_bytes(b"not safetensors")
+    (damaged / "status.json").write_text(json.dumps(status(damaged) | {"state": "evaluating"}))
+    again = run_sweep([*base, "seed=1,2"], tmp_path, tiny_cache)
+    assert again.returncode == 1, (again.stdout + again.stderr)[-3000:]
+    assert status(damaged)["error"]["message"].startswith("evaluate phase exited with code 1: ")
+    failed_in = phase_workers(damaged, "evaluate")[-1]  # the first sweep evaluated it too
+    other = run_dirs(tmp_path)[2]
+    assert status(other)["state"] == "done"
+    assert phase_workers(other)[0] not in (None, failed_in)
 
 
 def test_ctrl_c_on_the_worker_path_marks_the_run_interrupted_and_stops_the_worker(tmp_path, tiny_cache):

@@ -86,7 +86,11 @@ class Engine(Protocol):
 
 def open_engine(spec: EngineSpec, device: str) -> Engine:
     """Start the engine the spec names on `device` ("cpu" or "cuda"; vllm always uses the visible GPUs)."""
+    from opsd_sweep.worker import warm
+
     if spec.backend == "hf":
+        if device == "cuda" and warm.kept("rollout_engine") is not None:
+            raise warm.NeedsFreshProcess("this evaluation loads a model onto the GPU that the kept vLLM engine holds")
         return HFEngine.from_spec(spec, device)
     if spec.backend == "vllm":
         from opsd_sweep.evaluate.vllm_engine import VLLMEngine

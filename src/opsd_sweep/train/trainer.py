@@ -326,8 +326,8 @@ class OPSDTrainer:
 
     def cleanup(self) -> None:
         self.tracker.finish()
-        if warm.active():  # a kept engine gets the base weights back; it keeps its process group
-            if self.backend == "vllm":
+        if warm.active():  # a kept engine gets the base weights back (if the eval did not); it keeps its process group
+            if self.backend == "vllm" and not self.engine_plan.serves_eval:
                 self.rollout.restore_base()
         else:
             self.accelerator.end_training()
