@@ -23,10 +23,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from opsd_sweep import legacy
 from opsd_sweep.console import table_console
+from opsd_sweep.run import takeover
+from opsd_sweep.run.claims import current_owner, owner_alive
 from opsd_sweep.run.keys import keying
-from opsd_sweep.runs import RunDir, current_owner, owner_alive, read_json
+from opsd_sweep.run.rundir import RunDir, read_json
 
 ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "stale", "done")
 STYLE = {"training": "cyan", "evaluating": "cyan", "pending": "yellow", "queued": "yellow",
@@ -106,7 +107,7 @@ def run_row(run_dir: RunDir, root: Path) -> RunRow:
         where += f" GPU {','.join(map(str, status['gpus']))}"
     error = (status.get("error") or {}).get("message") or ""
     note = error.strip().splitlines()[0][:80] if error and state == "failed" else status.get("recovered", "")
-    standing = None if state in ACTIVE else legacy.standing(run_dir, *keying(status.get("kind")))
+    standing = None if state in ACTIVE else takeover.standing(run_dir, *keying(status.get("kind")))
     if standing is not None:  # a settled dir a rerun of its config would not use as it is
         state = "stale" if standing.startswith("stale") else state
         note = standing.removeprefix("stale: ")

@@ -25,10 +25,10 @@ from opsd_sweep.analysis.checkpoints import step_of
 from opsd_sweep.analysis.stats import eval_sampling_variance
 from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.identity import evaluation_problem
-from opsd_sweep import legacy
-from opsd_sweep.legacy import upgrade_saved_config
+from opsd_sweep.run import takeover
 from opsd_sweep.run.keys import EVAL_ONLY, keying
-from opsd_sweep.runs import RunDir
+from opsd_sweep.run.rundir import RunDir
+from opsd_sweep.run.takeover import upgrade_saved_config
 
 RUN_DIR_NAME = re.compile(r"-[0-9a-f]{8}$")  # <slug>-<key8>: names a run dir even when it is empty
 TAIL_FRACTION = 0.10  # "final" training diagnostics = mean over the last 10% of steps
@@ -237,7 +237,7 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
     row = {"run_id": run_id, "run_dir": str(run_dir.path), "source": str(run_dir.path.parent),
            "external": False, "simulated": simulated, "state": status.get("state", "unknown")}
     row |= {f"cfg.{k}": v for k, v in flatten(config).items()}
-    inputs = legacy.known_inputs(run_dir, *keying(status.get("kind")))
+    inputs = takeover.known_inputs(run_dir, *keying(status.get("kind")))
     inputs = inputs or {name: UNRECORDED for name in input_names(config, status.get("kind"))}
     row |= {f"{IDENTITY}{name}": identity for name, identity in inputs.items()}
     row |= gpu_hours(status) | {"ended_at": status.get("ended_at")}

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from opsd_sweep.analysis.collect import Collection, collect, training_steps  # noqa: E402
-from opsd_sweep.runs import RunDir  # noqa: E402
+from opsd_sweep.run.rundir import RunDir
 
 
 def parser(description: str) -> argparse.ArgumentParser:

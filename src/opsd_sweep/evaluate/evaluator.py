@@ -29,7 +29,8 @@ from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
 from opsd_sweep.identity import content_identity, evaluator_identity
 from opsd_sweep.modeling import load_tokenizer
-from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none, utc_now
+from opsd_sweep.run.rundir import (RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none,
+                                   utc_now)
 from opsd_sweep.trackers import log_eval
 
 

@@ -24,7 +24,7 @@ from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.data import load_rows
 from opsd_sweep.modeling import eos_token_ids, load_model, load_tokenizer
 from opsd_sweep.prompts import render_prompt_ids
-from opsd_sweep.runs import RunDir, atomic_write_text
+from opsd_sweep.run.rundir import RunDir, atomic_write_text
 from opsd_sweep.train import checkpoint
 from opsd_sweep.train.collate import collate
 from opsd_sweep.train.distill import DistillationModel

@@ -26,8 +26,9 @@ from omegaconf import OmegaConf
 
 from opsd_sweep.config import RunConfig, from_dict, input_paths, to_dict
 from opsd_sweep.run.added import ADDED
-from opsd_sweep.runs import (Claim, RunDir, atomic_write_text, claim_run, current_owner, find_run_dir, owner_alive,
-                             read_json_or_none, release_run)
+from opsd_sweep.run.claims import Claim, claim_run, current_owner, owner_alive, release_run
+from opsd_sweep.run.rundir import RunDir, atomic_write_text, find_run_dir, read_json_or_none
+
 
 def upgrade_saved_config(saved: dict) -> dict:
     """A saved config.yaml (as a dict) with every field added since it was written set to its old value."""
