@@ -32,6 +32,7 @@ from opsd_sweep.run.claims import (SLURM_LIVE_STATES, Claim, RunClaimedError, cl
                                    owner_alive, release_run, slurm_job_id, slurm_job_state)
 from opsd_sweep.run.keys import cycle_key, run_slug
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text, read_json, utc_now
+from opsd_sweep.run.rundir import gpu_hours as recorded_gpu_hours
 from opsd_sweep.run.takeover import Location, locate_dir, take_over_earlier
 from opsd_sweep.simulate import simulate_cycle
 
@@ -163,7 +164,7 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
     run_dir.write_identity(key, where.inputs)
     phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
-    gpu_hours = previous.get("gpu_hours") if isinstance(previous.get("gpu_hours"), (int, float)) else 0.0
+    gpu_hours = recorded_gpu_hours(previous).get("gpu_hours.total", 0.0)
     owner = claim.owner
     run_dir.update_status(key=key, state="pending", attempts=previous.get("attempts", 0) + 1,
                           host=owner["host"], pid=owner["pid"], job_id=owner["job_id"], gpus=[],

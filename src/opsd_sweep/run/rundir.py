@@ -7,14 +7,19 @@ holds). Its files: config.yaml, status.json (+ status.prev.json), identity.json,
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from opsd_sweep.config import RunConfig, from_dict
+from opsd_sweep.run.added import upgrade_saved_config
 
 STATES = ("pending", "training", "evaluating", "interrupted", "done", "failed")
 
@@ -142,6 +147,34 @@ class RunDir:
                 found.append((int(step), path))
         return sorted(found)
 
+    def read_config_dict(self) -> dict:
+        """config.yaml as written, with the fields added since at the value such runs had (run/added.py);
+        raises when it does not read (missing, not YAML, not a mapping)."""
+        from omegaconf import OmegaConf
+
+        saved = OmegaConf.to_container(OmegaConf.load(self.config))
+        if not isinstance(saved, dict) or not saved:
+            raise ValueError("config.yaml is empty or not a mapping")
+        return upgrade_saved_config(saved)
+
+    def read_config(self) -> RunConfig:
+        """The run's config in today's schema (see read_config_dict)."""
+        return from_dict(self.read_config_dict())
+
+    def training_steps(self) -> list[dict]:
+        """The lines of train/metrics.jsonl in step order; a step logged twice (a resumed run re-logs it)
+        keeps its latest line, and a torn line (one being written, or cut by a kill) is skipped."""
+        if not self.metrics.exists():
+            return []
+        by_step: dict[int, dict] = {}
+        for line in self.metrics.read_text().splitlines():
+            try:
+                record = json.loads(line)
+                by_step[int(record["step"])] = record
+            except (ValueError, KeyError, TypeError):
+                continue
+        return [by_step[s] for s in sorted(by_step)]
+
     def read_eval(self) -> dict | None:
         """eval/eval.json when it reads back whole (an object with metrics and problems), else None."""
         data = read_json_or_none(self.eval_json)
@@ -191,6 +224,50 @@ class RunDir:
 
 
 _REPORTED: set[Path] = set()  # unreadable status files already reported by this process
+
+
+def gpu_hours(status: dict) -> dict[str, float]:
+    """`gpu_hours.total` and `gpu_hours.<phase>` of a status.json ({} when it records none).
+
+    status.json holds either {phase: hours} or one total with per-phase wall seconds and the GPU list;
+    per-phase hours are then seconds x GPUs / 3600.
+    """
+    hours = status.get("gpu_hours")
+    if isinstance(hours, dict):
+        per_phase = {phase: float(h) for phase, h in hours.items()}
+        return {f"gpu_hours.{p}": h for p, h in per_phase.items()} | {"gpu_hours.total": sum(per_phase.values())}
+    if not isinstance(hours, (int, float)):
+        return {}
+    out = {"gpu_hours.total": float(hours)}
+    gpus, seconds = status.get("gpus") or [], status.get("phase_seconds") or {}
+    if gpus and isinstance(seconds, dict):
+        out |= {f"gpu_hours.{phase}": float(s) * len(gpus) / 3600 for phase, s in seconds.items()}
+    return out
+
+
+RUN_DIR_NAME = re.compile(r"-[0-9a-f]{8}$")  # <slug>-<key8>: names a run dir even when it is empty
+
+
+def find_run_dirs(roots: list[str | Path]) -> list[RunDir]:
+    """Every run dir under the given roots (globs allowed), outside Hydra's and hidden folders: a dir with
+    config.yaml, status.json, eval/eval.json or a SLURM submission, or an empty dir named <slug>-<key8>."""
+    found: set[Path] = set()
+    for root in roots:
+        for base in glob.glob(str(Path(root).expanduser())):
+            base = Path(base)
+            candidates = [base, *(p for p in base.rglob("*") if p.is_dir())] if base.is_dir() else []
+            for path in candidates:
+                if ".hydra" in path.parts or any(part.startswith(".") for part in path.relative_to(base).parts):
+                    continue
+                if _looks_like_run_dir(RunDir(path)):
+                    found.add(path)
+    return [RunDir(p) for p in sorted(found)]
+
+
+def _looks_like_run_dir(run_dir: RunDir) -> bool:
+    files = (run_dir.config, run_dir.status, run_dir.eval_json, run_dir.submission)
+    return any(f.exists() for f in files) or (RUN_DIR_NAME.search(run_dir.path.name) is not None
+                                             and not any(run_dir.path.iterdir()))
 
 
 def find_run_dir(group_dir: Path, key: str, slug: str) -> RunDir:

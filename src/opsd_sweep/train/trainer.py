@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from opsd_sweep.config import RunConfig, from_dict
+from opsd_sweep.config import RunConfig
 from opsd_sweep.data import load_rows
 from opsd_sweep.modeling import eos_token_ids, load_model, load_tokenizer
 from opsd_sweep.prompts import render_prompt_ids
@@ -310,10 +310,8 @@ def _logged_step(line: str) -> float:
 
 
 def main(run_dir: str | Path) -> None:
-    from omegaconf import OmegaConf
-
     run_dir = RunDir(Path(run_dir))
-    run = from_dict(OmegaConf.to_container(OmegaConf.load(run_dir.config)))
+    run = run_dir.read_config()
     run_dir.train_dir.mkdir(parents=True, exist_ok=True)
     trainer = OPSDTrainer(run, run_dir)
     trainer.setup()
