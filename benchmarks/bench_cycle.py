@@ -67,7 +67,7 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int) -> dict:
     from opsd_sweep.evaluate.runner import run_plan
     from opsd_sweep.evaluate.shards import ShardStore, plan_shards
     from opsd_sweep.modeling import load_tokenizer
-    from opsd_sweep.runs import RunDir
+    from opsd_sweep.run.rundir import RunDir
 
     rd = RunDir(run_dir)
     run = from_dict(OmegaConf.to_container(OmegaConf.load(rd.config)))

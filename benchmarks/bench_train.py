@@ -388,7 +388,7 @@ def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: 
     from omegaconf import OmegaConf
 
     from opsd_sweep.config import load_run_config, to_dict
-    from opsd_sweep.runs import RunDir
+    from opsd_sweep.run.rundir import RunDir
 
     accum = 2
     overrides = [f"model.path={world / 'model'}", "model.name=random-qwen3-shape", "data=local",

@@ -28,7 +28,7 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
 from bench_train import RECIPE, build_model, write_world  # noqa: E402
 
-from opsd_sweep.runs import RunDir  # noqa: E402
+from opsd_sweep.run.rundir import RunDir
 from opsd_sweep.train.trainer import OPSDTrainer  # noqa: E402
 
 

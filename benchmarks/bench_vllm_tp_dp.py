@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from opsd_sweep.evaluate.generate import EngineSpec, Job, Sampling, Shard
 from opsd_sweep.evaluate.shards import derive_seed
-from opsd_sweep.runs import atomic_write_text
+from opsd_sweep.run.rundir import atomic_write_text
 
 N_PROBLEMS, N_SAMPLES, PROMPT_TOKENS = 30, 12, 100
 MEAN_TOKENS, SIGMA, MIN_TOKENS, CAP = 5000, 1.0, 64, 38912

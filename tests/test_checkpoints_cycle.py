@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from opsd_sweep.config import ConfigError, load_run_config, semantic_dict
-from opsd_sweep.runs import run_key
+from opsd_sweep.run.keys import run_key
 from opsd_sweep.summary import main as summary_main
 from tests.conftest import compose, run_sweep
 

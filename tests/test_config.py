@@ -6,7 +6,7 @@ import pytest
 
 from opsd_sweep import CONF_DIR
 from opsd_sweep.config import ConfigError, load_run_config, semantic_dict
-from opsd_sweep.runs import run_key
+from opsd_sweep.run.keys import run_key
 from tests.conftest import compose
 
 

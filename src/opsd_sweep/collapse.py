@@ -19,7 +19,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from opsd_sweep.config import CollapseConfig
-from opsd_sweep.runs import RunDir, atomic_write_json, read_json_or_none
+from opsd_sweep.run.rundir import RunDir, atomic_write_json, read_json_or_none
 
 MARKER = "collapsed.json"  # in train/: written by the trainer when train.stop_on_collapse stopped the run
 

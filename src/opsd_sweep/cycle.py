@@ -29,12 +29,13 @@ from opsd_sweep import ACCELERATE_DIR, backends, collapse
 from opsd_sweep.config import RunConfig, input_identities, load_run_config, to_dict
 from opsd_sweep.identity import evaluation_problem
 from opsd_sweep.interrupt import signals_raise
-from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.run.keys import cycle_key
-from opsd_sweep.runs import (SLURM_LIVE_STATES, Claim, RunClaimedError, RunDir, atomic_write_json,
-                             atomic_write_text, claim_run, current_owner, owner_alive, read_json,
-                             release_run, run_slug, slurm_job_id, slurm_job_state, utc_now)
+from opsd_sweep.run.claims import (SLURM_LIVE_STATES, Claim, RunClaimedError, claim_run, current_owner,
+                                   owner_alive, release_run, slurm_job_id, slurm_job_state)
+from opsd_sweep.run.keys import cycle_key, run_slug
+from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text, read_json, utc_now
+from opsd_sweep.run.rundir import gpu_hours as recorded_gpu_hours
+from opsd_sweep.run.takeover import Location, locate_dir, take_over_earlier
 from opsd_sweep.simulate import simulate_cycle
 from opsd_sweep.worker import client as worker_client
 
@@ -68,7 +69,7 @@ def last_error_line(log: Path) -> str | None:
 
 
 def locate(run: RunConfig) -> Location:
-    """Where this run lives (see legacy.Location); reads only (the launcher's grid check and probe call it)."""
+    """Where this run lives (see run.takeover.Location); reads only (the launcher's grid check and probe call it)."""
     slug = run_slug(run.learning_rate, run.clip, run.loss_top_k, run.seed)
     return locate_dir(Path(run.results_root) / run.group, run, slug, cycle_key, input_identities)
 
@@ -172,7 +173,7 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
     run_dir.write_identity(key, where.inputs)
     phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
-    gpu_hours = previous.get("gpu_hours") if isinstance(previous.get("gpu_hours"), (int, float)) else 0.0
+    gpu_hours = recorded_gpu_hours(previous).get("gpu_hours.total", 0.0)
     owner = claim.owner
     run_dir.update_status(key=key, state="pending", attempts=previous.get("attempts", 0) + 1,
                           host=owner["host"], pid=owner["pid"], job_id=owner["job_id"], gpus=[],

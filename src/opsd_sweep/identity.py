@@ -44,12 +44,9 @@ def path_identity(path: str, local: bool, tiny_dir: str | None) -> str:
     if tiny_dir is not None and Path(path).is_relative_to(tiny_dir):
         return f"tiny:{Path(path).relative_to(tiny_dir)}"
     target = Path(path)
-    if target.is_file():
-        stat = target.stat()
-        return f"file:{stat.st_size}:{_file_sha256(str(target), stat.st_size, stat.st_mtime_ns)}"
-    if target.is_dir():
+    if target.is_dir():  # a model dir: its place too (see the module docstring)
         return f"dir:{target}:{_dir_fingerprint(target)}"
-    return f"missing:{target}"
+    return content_identity(target)
 
 
 @functools.lru_cache(maxsize=256)

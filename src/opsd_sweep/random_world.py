@@ -12,7 +12,7 @@ import json
 import random
 from pathlib import Path
 
-from opsd_sweep.runs import atomic_write_json, atomic_write_text, read_json
+from opsd_sweep.run.rundir import atomic_write_json, atomic_write_text, read_json
 
 # (hidden, layers, heads, kv heads, head_dim, intermediate) of the published checkpoints' configs
 SHAPES = {"qwen3-1.7b": (2048, 28, 16, 8, 128, 6144), "qwen3-4b": (2560, 36, 32, 8, 128, 9728),

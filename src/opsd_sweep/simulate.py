@@ -23,7 +23,8 @@ import numpy as np
 
 from opsd_sweep.config import RunConfig, SimulateConfig, get_dotted, semantic_dict
 from opsd_sweep.evaluate.metrics import compute_metrics
-from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, run_key, utc_now
+from opsd_sweep.run.keys import run_key
+from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text, utc_now
 
 # Per-problem solve rates are kept inside (0, 1) so that every problem can be both solved and missed.
 _SHIFT_GRID = np.linspace(-30.0, 30.0, 1201)

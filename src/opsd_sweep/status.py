@@ -11,22 +11,21 @@ an earlier run key that the next rerun takes over.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from omegaconf import OmegaConf
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from opsd_sweep import legacy
 from opsd_sweep.console import table_console
+from opsd_sweep.run import takeover
+from opsd_sweep.run.claims import current_owner, owner_alive
 from opsd_sweep.run.keys import keying
-from opsd_sweep.runs import RunDir, current_owner, owner_alive, read_json
+from opsd_sweep.run.rundir import RunDir, find_run_dirs, gpu_hours, read_json
 
 ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "stale", "collapsed", "done")
 STYLE = {"training": "cyan", "evaluating": "cyan", "pending": "yellow", "queued": "yellow",
@@ -48,9 +47,8 @@ class RunRow:
 
 
 def find_runs(root: Path) -> list[RunDir]:
-    """Run dirs under root: those with a status.json or a SLURM submission, outside Hydra's folders."""
-    found = {p.parent for pattern in ("status.json", "slurm_submission.json") for p in root.rglob(pattern)}
-    return [RunDir(p) for p in sorted(found) if ".hydra" not in p.relative_to(root).parts]
+    """Run dirs under root that were started or submitted (run.rundir.find_run_dirs)."""
+    return [r for r in find_run_dirs([root]) if r.status.exists() or r.submission.exists()]
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
@@ -62,26 +60,17 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
 
 def _training_progress(run_dir: RunDir) -> tuple[int | None, float | None]:
     """(last logged step, mean seconds per step over the last 5 steps) from metrics.jsonl."""
-    try:
-        lines = run_dir.metrics.read_text().splitlines()
-    except FileNotFoundError:
-        return None, None
-    records = []
-    for line in lines:
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line being written right now
+    records = run_dir.training_steps()
     if not records:
         return None, None
     recent = [r["step_seconds"] for r in records[-5:] if "step_seconds" in r]
-    return max(r["step"] for r in records), (sum(recent) / len(recent) if recent else None)
+    return records[-1]["step"], (sum(recent) / len(recent) if recent else None)
 
 
 def _max_steps(run_dir: RunDir) -> int | None:
     try:
-        return int(OmegaConf.load(run_dir.config).train.max_steps)
-    except (FileNotFoundError, AttributeError, ValueError):
+        return int(run_dir.read_config_dict()["train"]["max_steps"])
+    except Exception:  # no or a damaged config.yaml: the row shows no step count
         return None
 
 
@@ -106,13 +95,12 @@ def run_row(run_dir: RunDir, root: Path) -> RunRow:
         where += f" GPU {','.join(map(str, status['gpus']))}"
     error = (status.get("error") or {}).get("message") or ""
     note = error.strip().splitlines()[0][:80] if error and state == "failed" else status.get("recovered", "")
-    standing = None if state in ACTIVE else legacy.standing(run_dir, *keying(status.get("kind")))
+    standing = None if state in ACTIVE else takeover.standing(run_dir, *keying(status.get("kind")))
     if standing is not None:  # a settled dir a rerun of its config would not use as it is
         state = "stale" if standing.startswith("stale") else state
         note = standing.removeprefix("stale: ")
-    gpu_hours = status.get("gpu_hours") if isinstance(status.get("gpu_hours"), (int, float)) else 0.0
-    return RunRow(name, state, step, max_steps,
-                  _seconds_between(status.get("started_at"), status.get("ended_at")), eta, gpu_hours, where, note)
+    return RunRow(name, state, step, max_steps, _seconds_between(status.get("started_at"), status.get("ended_at")),
+                  eta, gpu_hours(status).get("gpu_hours.total", 0.0), where, note)
 
 
 def _duration(seconds: float | None) -> str:

@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from opsd_sweep.config import TinyConfig, WarmStartConfig
-from opsd_sweep.runs import atomic_write_json, atomic_write_text
+from opsd_sweep.run.rundir import atomic_write_json, atomic_write_text
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 

@@ -14,7 +14,7 @@ import importlib.util
 from omegaconf import OmegaConf
 
 from opsd_sweep.config import RunConfig, to_dict
-from opsd_sweep.runs import RunDir
+from opsd_sweep.run.rundir import RunDir
 
 # The package each tracker needs, and where it comes from.
 PACKAGES = {"tensorboard": ("tensorboard", "pip install -e '.[tensorboard]'"),

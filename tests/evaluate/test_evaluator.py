@@ -19,7 +19,7 @@ from opsd_sweep.evaluate.evaluator import main as evaluate_run_dir
 from opsd_sweep.evaluate.grade import grade
 from opsd_sweep.evaluate.metrics import compute_metrics
 from opsd_sweep.evaluate.standalone import evaluate_standalone, locate_eval_dir
-from opsd_sweep.runs import RunDir, atomic_write_text, read_json
+from opsd_sweep.run.rundir import RunDir, atomic_write_text, read_json
 from tests.evaluate.conftest import eval_overrides, eval_run, evaluate_cli
 
 SAMPLE_KEYS = {"pred", "correct", "formatted", "n_tokens", "finish_reason"}

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from opsd_sweep.evaluate.standalone import locate_eval_dir
-from opsd_sweep.runs import read_json
+from opsd_sweep.run.rundir import read_json
 from tests.evaluate.conftest import eval_overrides, eval_run, evaluate_cli
 
 

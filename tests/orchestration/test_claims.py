@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from opsd_sweep.runs import (RunClaimedError, RunDir, _process_start, claim_run, current_owner, owner_alive,
-                             owner_info, release_run)
+from opsd_sweep.run.claims import (RunClaimedError, _process_start, claim_run, current_owner, owner_alive,
+                                   owner_info, release_run)
+from opsd_sweep.run.rundir import RunDir
 from tests.orchestration.conftest import wait_until
 
 

@@ -11,7 +11,7 @@ import pytest
 from opsd_sweep.config import load_run_config
 from opsd_sweep.cycle import (locate_run, probe_job, record_lost_job, record_submitted_job, run_gpus,
                               skip_reason)
-from opsd_sweep.runs import claim_run, release_run
+from opsd_sweep.run.claims import claim_run, release_run
 from tests.conftest import compose
 
 

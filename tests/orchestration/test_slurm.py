@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from opsd_sweep.runs import RunClaimedError, RunDir, claim_run, owner_alive, release_run, slurm_job_state
+from opsd_sweep.run.claims import RunClaimedError, claim_run, owner_alive, release_run, slurm_job_state
+from opsd_sweep.run.rundir import RunDir
 from tests.conftest import run_sweep
 from tests.orchestration.conftest import (TINY, has_checkpoint, run_dirs, start_sweep, status, steps_logged,
                                           wait_until)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from opsd_sweep.runs import RunDir, atomic_write_json, claim_run, release_run
+from opsd_sweep.run.claims import claim_run, release_run
+from opsd_sweep.run.rundir import RunDir, atomic_write_json
 from opsd_sweep.status import find_runs, main, run_row
 
 

@@ -9,7 +9,6 @@ import dataclasses
 import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from opsd_sweep import ACCELERATE_DIR
 from opsd_sweep.config import ConfigError, load_run_config
 from opsd_sweep.cycle import phase_command
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.runs import RunDir
+from opsd_sweep.run.rundir import RunDir
 from tests.conftest import compose, run_sweep
 from tests.orchestration.conftest import TINY, run_dirs, status
 

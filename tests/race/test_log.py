@@ -12,7 +12,7 @@ from opsd_sweep.cycle import locate_run
 from opsd_sweep.race import RaceSettings, RaceSpec, RaceState, RunResult
 from opsd_sweep.race.log import RaceLog
 from opsd_sweep.race.results import gpu_hours_of, read_run_result
-from opsd_sweep.runs import RunDir, read_json
+from opsd_sweep.run.rundir import RunDir, read_json
 from opsd_sweep.simulate import simulate_run
 from tests.conftest import compose
 from tests.race.test_policy import SETTINGS

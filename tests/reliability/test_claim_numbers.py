@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from opsd_sweep.runs import RunDir, _remove_if_nonce, claim_run, current_owner, release_run
+from opsd_sweep.run.claims import _remove_if_nonce, claim_run, current_owner, release_run
+from opsd_sweep.run.rundir import RunDir
 
 
 def test_a_released_claim_keeps_its_number_and_a_stalled_remover_cannot_drop_a_live_claim(tmp_path):

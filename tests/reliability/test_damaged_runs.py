@@ -19,15 +19,6 @@ pytestmark = pytest.mark.slow
 ARGS = ["-m", *TINY, "train.max_steps=2", "seed=1"]
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory, tiny_cache) -> Path:
-    """The results root of one finished tiny cycle (2 steps, checkpoints 1 and 2), built once."""
-    results = tmp_path_factory.mktemp("finished")
-    proc = run_sweep(ARGS, results, tiny_cache)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return results
-
-
 @pytest.fixture
 def run(finished, tmp_path) -> tuple[Path, Path]:
     """A private copy of the finished results root and its run dir: (results root, run dir)."""

@@ -1,4 +1,4 @@
-"""Run dirs written before a change of the run key (legacy.py): a rerun takes over its finished run
+"""Run dirs written before a change of the run key (run/takeover.py): a rerun takes over its finished run
 instead of repeating it, and a summary counts one config and seed once.
 
 The fixture is a simulated run dir written by the last release (8c295b5), whose key left out the paths
@@ -12,8 +12,8 @@ import shutil
 from pathlib import Path
 
 from opsd_sweep.analysis.collect import collect
-from opsd_sweep.legacy import saved_run_config
-from opsd_sweep.runs import RunDir
+from opsd_sweep.run.rundir import RunDir
+from opsd_sweep.run.takeover import saved_run_config
 from tests.conftest import run_sweep
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lr1e-05-clip0.05-s1-9c431698"

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from opsd_sweep.runs import RunDir, claim_run, release_run
+from opsd_sweep.run.claims import claim_run, release_run
+from opsd_sweep.run.rundir import RunDir
 from tests.conftest import run_sweep
 from tests.orchestration.conftest import start_sweep, wait_until
 

@@ -22,7 +22,7 @@ import yaml
 from opsd_sweep.analysis.collect import collect
 from opsd_sweep.config import load_run_config
 from opsd_sweep.cycle import run_cycle
-from opsd_sweep.runs import owner_info
+from opsd_sweep.run.claims import owner_info
 from tests.conftest import compose
 
 SEEDS = (1, 2)

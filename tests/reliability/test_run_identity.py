@@ -7,7 +7,7 @@ import shutil
 
 from opsd_sweep.config import load_run_config, semantic_dict
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.runs import run_key
+from opsd_sweep.run.keys import run_key
 from tests.conftest import compose, run_sweep
 
 SIM = ["executor=simulate", "group=ident"]

@@ -7,7 +7,7 @@ import pytest
 
 from opsd_sweep.config import load_run_config
 from opsd_sweep.evaluate.standalone import evaluate_standalone, locate_eval_dir
-from opsd_sweep.runs import RunClaimedError, claim_run, release_run
+from opsd_sweep.run.claims import RunClaimedError, claim_run, release_run
 from tests.conftest import compose
 
 

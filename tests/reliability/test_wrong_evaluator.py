@@ -20,14 +20,6 @@ ARGS = ["-m", *TINY, "train.max_steps=1", "seed=1", "eval.backend=hf"]
 PRE_FIX = "it was scored by the hf backend before it served the unmerged adapter"
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory, tiny_cache) -> Path:
-    results = tmp_path_factory.mktemp("finished")
-    proc = run_sweep(ARGS, results, tiny_cache)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return results
-
-
 def as_before_the_hf_fix(run_dir: Path) -> None:
     """eval.json as the hf backend wrote it before 174b541: no evaluator record, other scores."""
     path = run_dir / "eval" / "eval.json"

@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from opsd_sweep.config import RunConfig, load_run_config, to_dict
-from opsd_sweep.runs import RunDir, atomic_write_text
+from opsd_sweep.run.rundir import RunDir, atomic_write_text
 from tests.conftest import compose
 
 

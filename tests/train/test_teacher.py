@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from opsd_sweep.config import ConfigError, semantic_dict
-from opsd_sweep.runs import run_key
+from opsd_sweep.run.keys import run_key
 from opsd_sweep.train.trainer import OPSDTrainer
 from tests.train.conftest import make_run_dir, train_run
 from tests.train.test_trainer import kill_at_checkpoint, read_metrics, train_command, trainer_env

@@ -14,7 +14,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from opsd_sweep.config import ConfigError, semantic_dict
 from opsd_sweep.evaluate.evaluator import main as evaluate_run_dir
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.runs import atomic_write_text, run_key
+from opsd_sweep.run.keys import run_key
+from opsd_sweep.run.rundir import atomic_write_text
 from opsd_sweep.train.trainer import OPSDTrainer
 from tests.train.conftest import make_run_dir, train_run
 from tests.train.test_trainer import read_metrics

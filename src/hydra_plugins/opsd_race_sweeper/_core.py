@@ -21,7 +21,8 @@ from omegaconf import OmegaConf
 from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunRequest, RunResult, run_race
 from opsd_sweep.race.log import RaceLog
 from opsd_sweep.race.results import read_run_result
-from opsd_sweep.runs import RunDir, current_owner, owner_alive
+from opsd_sweep.run.claims import current_owner, owner_alive
+from opsd_sweep.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
 

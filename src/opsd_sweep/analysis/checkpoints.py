@@ -30,7 +30,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from opsd_sweep.inference import stats
-from opsd_sweep.runs import RunDir, read_json
+from opsd_sweep.run.rundir import RunDir, read_json
 
 
 def step_of(evaluation: dict) -> int | None:

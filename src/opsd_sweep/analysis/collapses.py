@@ -10,7 +10,7 @@ import pandas as pd
 from omegaconf.errors import OmegaConfBaseException
 
 from opsd_sweep.collapse import find_collapse, rule_of
-from opsd_sweep.runs import RunDir
+from opsd_sweep.run.rundir import RunDir
 
 RULE = ("a run collapsed at the first of `train.collapse.patience` steps in a row whose kl_true, rollout length "
         "or truncation left the band of its first `early_steps` steps (train.collapse; src/opsd_sweep/collapse.py)")
@@ -31,11 +31,11 @@ def collapse_columns(config: dict, steps: list[dict]) -> dict:
 def collapse_of_dir(path: str) -> float | None:
     """The collapse step of a run dir (NaN: it trained and did not collapse; None: no training steps to
     judge, e.g. a simulated run, or a dir that does not read)."""
-    from opsd_sweep.analysis.collect import UnreadableRun, read_config, training_steps
+    from opsd_sweep.analysis.collect import UnreadableRun, read_config
 
     run_dir = RunDir(Path(path))
     try:
-        steps = training_steps(run_dir)
+        steps = run_dir.training_steps()
         return collapse_columns(read_config(run_dir), steps)["collapse_step"] if steps else None
     except (UnreadableRun, OSError, KeyError):
         return None

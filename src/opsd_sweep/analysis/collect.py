@@ -7,18 +7,15 @@ listed too, because the statistics use only runs whose state is `done` with a sc
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
-from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from opsd_sweep.analysis.checkpoints import step_of
@@ -26,12 +23,10 @@ from opsd_sweep.analysis.collapses import collapse_columns
 from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.identity import evaluation_problem
 from opsd_sweep.inference.stats import eval_sampling_variance
-from opsd_sweep import legacy
-from opsd_sweep.legacy import upgrade_saved_config
+from opsd_sweep.run import takeover
 from opsd_sweep.run.keys import EVAL_ONLY, keying
-from opsd_sweep.runs import RunDir
+from opsd_sweep.run.rundir import RunDir, find_run_dirs, gpu_hours
 
-RUN_DIR_NAME = re.compile(r"-[0-9a-f]{8}$")  # <slug>-<key8>: names a run dir even when it is empty
 TAIL_FRACTION = 0.10  # "final" training diagnostics = mean over the last 10% of steps
 SHORT_NAMES = {"learning_rate": "lr"}
 # Knobs that only shape training: an untrained run (train.max_steps=0, the base model) ignores them.
@@ -61,29 +56,6 @@ class Collection:
     anchors: list[dict] = field(default_factory=list)  # distinct `baseline` sections the runs were configured with
 
 
-# --- finding run dirs ----------------------------------------------------------------------------
-
-def find_run_dirs(roots: list[str]) -> list[RunDir]:
-    """Every run dir under the given roots (globs allowed): dirs with run files, or named <slug>-<key8>."""
-    found: set[Path] = set()
-    for root in roots:
-        for base in glob.glob(str(Path(root).expanduser())):
-            base = Path(base)
-            candidates = [base, *(p for p in base.rglob("*") if p.is_dir())] if base.is_dir() else []
-            for path in candidates:
-                if ".hydra" in path.parts or any(part.startswith(".") for part in path.relative_to(base).parts):
-                    continue
-                if _looks_like_run_dir(path):
-                    found.add(path)
-    return [RunDir(p) for p in sorted(found)]
-
-
-def _looks_like_run_dir(path: Path) -> bool:
-    run_dir = RunDir(path)
-    has_files = run_dir.config.exists() or run_dir.status.exists() or run_dir.eval_json.exists()
-    return has_files or (RUN_DIR_NAME.search(path.name) is not None and not any(path.iterdir()))
-
-
 # --- reading one run -----------------------------------------------------------------------------
 
 def flatten(data: dict, prefix: str = "") -> dict:
@@ -98,11 +70,15 @@ def flatten(data: dict, prefix: str = "") -> dict:
     return flat
 
 
+def _unreadable(path: Path, err: Exception) -> str:
+    return f"{path.name} unreadable ({type(err).__name__}: {(str(err).splitlines() or [''])[0][:120]})"
+
+
 def _load(path: Path, parse) -> object:
     try:
         return parse(path.read_text())
     except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as err:
-        raise UnreadableRun(f"{path.name} unreadable ({type(err).__name__}: {str(err).splitlines()[0][:120]})") from err
+        raise UnreadableRun(_unreadable(path, err)) from err
 
 
 def read_config(run_dir: RunDir) -> dict:
@@ -110,10 +86,10 @@ def read_config(run_dir: RunDir) -> dict:
         raise UnreadableRun("empty run dir")
     if not run_dir.config.exists():
         raise UnreadableRun("no config.yaml (never started, or written by something else)")
-    config = _load(run_dir.config, lambda text: OmegaConf.to_container(OmegaConf.create(text)))
-    if not isinstance(config, dict) or not config:
-        raise UnreadableRun("config.yaml is empty or not a mapping")
-    return upgrade_saved_config(config)  # a run of an earlier version reads as the same config today
+    try:
+        return run_dir.read_config_dict()  # a run of an earlier version reads as the same config today
+    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as err:
+        raise UnreadableRun(_unreadable(run_dir.config, err)) from err
 
 
 def read_status(run_dir: RunDir) -> dict:
@@ -125,24 +101,9 @@ def read_status(run_dir: RunDir) -> dict:
     return status
 
 
-def training_steps(run_dir: RunDir) -> list[dict]:
-    """The lines of metrics.jsonl in step order; a step logged twice (a resumed run re-logs it) keeps its
-    latest line, and a torn last line is ignored."""
-    if not run_dir.metrics.exists():
-        return []
-    by_step: dict[int, dict] = {}
-    for line in run_dir.metrics.read_text().splitlines():
-        try:
-            record = json.loads(line)
-            by_step[int(record["step"])] = record
-        except (ValueError, KeyError, TypeError):
-            continue
-    return [by_step[s] for s in sorted(by_step)]
-
-
 def training_diagnostics(run_dir: RunDir) -> dict:
     """Per numeric key of metrics.jsonl: `train.<key>.last` and `train.<key>.tail` (mean of the last 10%)."""
-    steps = training_steps(run_dir)
+    steps = run_dir.training_steps()
     if not steps:
         return {}
     tail = steps[-max(1, math.ceil(TAIL_FRACTION * len(steps))):]
@@ -157,36 +118,8 @@ def training_diagnostics(run_dir: RunDir) -> dict:
 
 
 def last_metrics_value(run_dir: RunDir, key: str):
-    """`key` of the newest readable metrics line that has it (e.g. the resolved rollout backend), or None."""
-    if not run_dir.metrics.exists():
-        return None
-    for line in reversed(run_dir.metrics.read_text().splitlines()):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and key in record:
-            return record[key]
-    return None
-
-
-def gpu_hours(status: dict) -> dict:
-    """`gpu_hours.<phase>` and `gpu_hours.total` from status.json.
-
-    status.json holds either {phase: hours} or one total with per-phase wall seconds and the GPU list;
-    per-phase hours are then seconds x GPUs / 3600.
-    """
-    hours = status.get("gpu_hours")
-    if isinstance(hours, dict):
-        per_phase = {phase: float(h) for phase, h in hours.items()}
-        return {f"gpu_hours.{p}": h for p, h in per_phase.items()} | {"gpu_hours.total": sum(per_phase.values())}
-    if not isinstance(hours, (int, float)):
-        return {}
-    out = {"gpu_hours.total": float(hours)}
-    gpus, seconds = status.get("gpus") or [], status.get("phase_seconds") or {}
-    if gpus and isinstance(seconds, dict):
-        out |= {f"gpu_hours.{phase}": float(s) * len(gpus) / 3600 for phase, s in seconds.items()}
-    return out
+    """`key` of the newest metrics line that has it (e.g. the resolved rollout backend), or None."""
+    return next((record[key] for record in reversed(run_dir.training_steps()) if key in record), None)
 
 
 def eval_metrics(evaluation: dict) -> dict:
@@ -238,11 +171,11 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
     row = {"run_id": run_id, "run_dir": str(run_dir.path), "source": str(run_dir.path.parent),
            "external": False, "simulated": simulated, "state": status.get("state", "unknown")}
     row |= {f"cfg.{k}": v for k, v in flatten(config).items()}
-    inputs = legacy.known_inputs(run_dir, *keying(status.get("kind")))
+    inputs = takeover.known_inputs(run_dir, *keying(status.get("kind")))
     inputs = inputs or {name: UNRECORDED for name in input_names(config, status.get("kind"))}
     row |= {f"{IDENTITY}{name}": identity for name, identity in inputs.items()}
     row |= gpu_hours(status) | {"ended_at": status.get("ended_at")}
-    row |= training_diagnostics(run_dir) | collapse_columns(config, training_steps(run_dir))
+    row |= training_diagnostics(run_dir) | collapse_columns(config, run_dir.training_steps())
     row["rollout_backend"] = last_metrics_value(run_dir, "rollout_backend")
     samples: list[tuple] = []
     if run_dir.eval_json.exists():

@@ -12,8 +12,8 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from opsd_sweep.analysis.collect import Collection, collect, training_steps  # noqa: E402
-from opsd_sweep.runs import RunDir  # noqa: E402
+from opsd_sweep.analysis.collect import Collection, collect  # noqa: E402
+from opsd_sweep.run.rundir import RunDir
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -69,7 +69,7 @@ def curves(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Long table of every run's logged value of each key at each step (runs without metrics add nothing)."""
     rows = []
     for run in runs.dropna(subset=["run_dir"]).to_dict("records"):
-        for record in training_steps(RunDir(Path(run["run_dir"]))):
+        for record in RunDir(Path(run["run_dir"])).training_steps():
             rows += [(run["run_id"], run["label"], run.get("cfg.seed"), record["step"], key, float(record[key]))
                      for key in keys if isinstance(record.get(key), (int, float))]
     return pd.DataFrame(rows, columns=["run_id", "label", "seed", "step", "key", "value"])

@@ -16,10 +16,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from omegaconf import OmegaConf
 
 from opsd_sweep.backends import prepare_vllm_process, resolve_backend
-from opsd_sweep.config import RunConfig, from_dict
+from opsd_sweep.config import RunConfig
 from opsd_sweep.evaluate.datasets import Problem, load_problems
 from opsd_sweep.evaluate.generate import Engine, EngineSpec, Sample, Sampling
 from opsd_sweep.evaluate.grade import Grade, grade_many
@@ -29,7 +28,8 @@ from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
 from opsd_sweep.identity import content_identity, evaluator_identity
 from opsd_sweep.modeling import load_tokenizer
-from opsd_sweep.runs import RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none, utc_now
+from opsd_sweep.run.rundir import (RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none,
+                                   utc_now)
 from opsd_sweep.trackers import log_eval
 
 
@@ -228,7 +228,7 @@ def main(run_dir: str | Path) -> dict:
         raise SystemExit(f"{run_dir.path}: no config.yaml. Pass a run directory written by "
                          "`python -m opsd_sweep`, or evaluate without training: "
                          "python -m opsd_sweep.evaluate model=... eval=...")
-    run = from_dict(OmegaConf.to_container(OmegaConf.load(run_dir.config)))
+    run = run_dir.read_config()
     checkpoint = run_dir.latest_checkpoint()
     if checkpoint is None:
         if run_dir.read_status().get("kind") != "eval_only":

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from opsd_sweep.evaluate.generate import EngineSpec, Job, Sample, Shard
 from opsd_sweep.identity import content_identity
-from opsd_sweep.runs import atomic_write_json, read_json
+from opsd_sweep.run.rundir import atomic_write_json, read_json
 
 
 def derive_seed(*parts: object) -> int:

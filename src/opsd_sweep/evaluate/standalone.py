@@ -23,17 +23,17 @@ from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig, load_run_config, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, summary_line
 from opsd_sweep.interrupt import signals_raise
-from opsd_sweep.run.keys import EVAL_ONLY, eval_inputs, eval_key
-from opsd_sweep.legacy import Location, locate_dir, take_over_earlier
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.runs import RunDir, atomic_write_text, claim_run, release_run, utc_now
+from opsd_sweep.run.claims import claim_run, release_run
+from opsd_sweep.run.keys import EVAL_ONLY, eval_inputs, eval_key
+from opsd_sweep.run.rundir import RunDir, atomic_write_text, utc_now
+from opsd_sweep.run.takeover import Location, locate_dir, take_over_earlier
 from opsd_sweep.tiny import ensure_tiny_assets
-
 
 
 def locate_eval(run: RunConfig) -> Location:
     """Where this evaluation lives (a dir written under an earlier key is taken over by
-    evaluate_standalone: legacy.py); reads only."""
+    evaluate_standalone: run/takeover.py); reads only."""
     checkpoint = Path(run.eval.checkpoint).name if run.eval.checkpoint else "base"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"eval-{run.model.name}-{checkpoint}-s{run.seed}")
     return locate_dir(Path(run.results_root) / run.group, run, slug, eval_key, eval_inputs)

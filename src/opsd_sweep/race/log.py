@@ -16,7 +16,7 @@ from pathlib import Path
 from opsd_sweep.race.policy import RaceState, RunResult
 from opsd_sweep.race.results import read_run_result
 from opsd_sweep.race.settings import RaceSpec
-from opsd_sweep.runs import utc_now
+from opsd_sweep.run.rundir import utc_now
 
 
 class RaceLog:

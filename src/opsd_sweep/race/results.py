@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 from opsd_sweep.race.policy import RunResult
-from opsd_sweep.runs import RunDir, read_json
+from opsd_sweep.run.rundir import RunDir, read_json
 
 
 def gpu_hours_of(status: dict) -> float:

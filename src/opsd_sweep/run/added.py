@@ -1,13 +1,14 @@
 """Config fields added after runs existed: the one table a new field goes into.
 
 Each entry says the value every run written before the field had (a saved config.yaml of an earlier
-release is read with it: takeover.upgrade_saved_config), and when the field stays out of the run key
+release is read with it: upgrade_saved_config), and when the field stays out of the run key
 (so that finished runs keep their key: config.semantic_dict). tests/reliability/test_earlier_run_dirs.py
 loads a config.yaml written by release 8c295b5 and fails when a field is added without an entry here.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -38,3 +39,13 @@ ADDED = {
     # earlier runs had no collapse rule: the summary judges them by today's default
     "train.collapse": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "recipe/paper.yaml").train.collapse)),
 }
+
+
+def upgrade_saved_config(saved: dict) -> dict:
+    """A saved config.yaml (as a dict) with every field added since it was written set to its old value."""
+    upgraded = copy.deepcopy(saved)
+    for dotted, added in ADDED.items():
+        section, name = dotted.split(".")
+        if isinstance(upgraded.get(section), dict):
+            upgraded[section].setdefault(name, copy.deepcopy(added.old))
+    return upgraded

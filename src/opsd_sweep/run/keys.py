@@ -8,11 +8,28 @@ model, eval tables and checkpoint (by content).
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from opsd_sweep.config import RunConfig, input_identities, semantic_dict
 from opsd_sweep.identity import content_identity
-from opsd_sweep.runs import run_key
 
 EVAL_ONLY = "eval_only"  # status.json's kind of a standalone evaluation
+
+
+def run_key(semantic: dict) -> str:
+    """Hex digest of the canonical JSON of the semantic config (see config.semantic_dict)."""
+    canonical = json.dumps(semantic, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def run_slug(learning_rate: float, clip: float | None, loss_top_k: int | None, seed: int) -> str:
+    """Readable prefix of a run dir from the most-swept knobs; the key suffix keeps it unique."""
+    parts = [f"lr{learning_rate:g}", f"clip{clip:g}" if clip is not None else "noclip"]
+    if loss_top_k is not None:
+        parts.append(f"topk{loss_top_k}")
+    parts.append(f"s{seed}")
+    return "-".join(parts)
 
 
 def cycle_key(run: RunConfig) -> str:

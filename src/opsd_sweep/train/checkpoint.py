@@ -2,7 +2,7 @@
 
 A checkpoint is assembled in `.checkpoint-<step>.tmp` and renamed to `checkpoint-<step>` only when
 every file is on disk, so a run killed at any moment leaves either a complete checkpoint or none
-(runs.RunDir.checkpoints lists complete ones). Contents:
+(run.rundir.RunDir.checkpoints lists complete ones). Contents:
   adapter_config.json, adapter_model.safetensors   the student's LoRA adapter (PEFT format)
   state.pt         step, scheduler, (unless sharded) optimizer state and the teacher's (the EMA, if any)
   rank<r>.pt       this rank's RNG states (and its optimizer shard under FSDP)
@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from opsd_sweep.runs import atomic_write_json, read_json
+from opsd_sweep.run.rundir import atomic_write_json, read_json
 
 
 def rng_state() -> dict:

@@ -22,12 +22,11 @@ from pathlib import Path
 import torch
 
 from opsd_sweep import collapse
-from opsd_sweep.analysis.collect import training_steps
-from opsd_sweep.config import RunConfig, from_dict
+from opsd_sweep.config import RunConfig
 from opsd_sweep.data import DatasetUnavailableError, load_rows
 from opsd_sweep.modeling import ModelUnavailableError, eos_token_ids, load_model, load_tokenizer
 from opsd_sweep.prompts import render_prompt_ids
-from opsd_sweep.runs import RunDir, atomic_write_text
+from opsd_sweep.run.rundir import RunDir, atomic_write_text
 from opsd_sweep.train import checkpoint
 from opsd_sweep.train.collate import collate
 from opsd_sweep.train.distill import DistillationModel
@@ -86,7 +85,7 @@ class OPSDTrainer:
         elif acc.is_main_process:  # a fresh start (or a restart before the first checkpoint) logs from step 1
             _truncate_metrics(self.run_dir.metrics, 0)
         # the steps so far, for the collapse rule (every rank reads them: the lines up to its step are the same)
-        self.history = [line for line in training_steps(self.run_dir) if line["step"] <= self.step]
+        self.history = [line for line in self.run_dir.training_steps() if line["step"] <= self.step]
         if acc.is_main_process:
             collapse.clear_marker(self.run_dir)
         self.rollout = self._setup_rollout()
@@ -369,10 +368,8 @@ def run_phase(run_dir: str | Path) -> None:
 
 
 def main(run_dir: str | Path) -> None:
-    from omegaconf import OmegaConf
-
     run_dir = RunDir(Path(run_dir))
-    run = from_dict(OmegaConf.to_container(OmegaConf.load(run_dir.config)))
+    run = run_dir.read_config()
     run_dir.train_dir.mkdir(parents=True, exist_ok=True)
     trainer = OPSDTrainer(run, run_dir)
     trainer.setup()

@@ -16,7 +16,6 @@ happens only in the cycle, under the earlier dir's claim.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,26 +23,15 @@ from typing import Callable
 
 from omegaconf import OmegaConf
 
-from opsd_sweep.config import RunConfig, from_dict, input_paths, to_dict
-from opsd_sweep.run.added import ADDED
-from opsd_sweep.runs import (Claim, RunDir, atomic_write_text, claim_run, current_owner, find_run_dir, owner_alive,
-                             read_json_or_none, release_run)
-
-def upgrade_saved_config(saved: dict) -> dict:
-    """A saved config.yaml (as a dict) with every field added since it was written set to its old value."""
-    upgraded = copy.deepcopy(saved)
-    for dotted, added in ADDED.items():
-        section, name = dotted.split(".")
-        if isinstance(upgraded.get(section), dict):
-            upgraded[section].setdefault(name, copy.deepcopy(added.old))
-    return upgraded
+from opsd_sweep.config import RunConfig, input_paths, to_dict
+from opsd_sweep.run.claims import Claim, claim_run, current_owner, owner_alive, release_run
+from opsd_sweep.run.rundir import RunDir, atomic_write_text, find_run_dir, read_json_or_none
 
 
 def saved_run_config(run_dir: RunDir) -> RunConfig | None:
     """The run config a dir was written with, upgraded to today's schema; None when it does not read."""
     try:
-        saved = OmegaConf.to_container(OmegaConf.load(run_dir.config))
-        return from_dict(upgrade_saved_config(saved))
+        return run_dir.read_config()
     except Exception:  # a damaged or foreign config.yaml: not a dir this run can take over
         return None
 
