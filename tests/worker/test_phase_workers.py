@@ -46,9 +46,10 @@ def evaluation(run_dir: Path) -> dict:
             if k not in ("timing", "created_at", "checkpoint", "fingerprint", "checkpoint_identity")}
 
 
-def adapter_bytes(run_dir: Path) -> bytes:
-    [adapter] = (run_dir / "train").glob("checkpoint-*/adapter_model.safetensors")
-    return adapter.read_bytes()
+def adapter_bytes(run_dir: Path) -> dict[str, bytes]:
+    """Each checkpoint's adapter weights, by checkpoint."""
+    return {path.parent.name: path.read_bytes()
+            for path in sorted((run_dir / "train").glob("checkpoint-*/adapter_model.safetensors"))}
 
 
 def test_cycles_in_a_warm_worker_give_what_processes_of_their_own_give(tmp_path, tiny_cache):
