@@ -68,6 +68,9 @@ def test_reduced_demo_runs_to_verdicts_and_opsd_beats_the_base_model(tiny, tmp_p
     summary_main([str(tmp_path / "tiny-demo"), "--out", str(tmp_path / "summary")])
     table = pd.read_csv(tmp_path / "summary/summary.csv")
     assert len(table) == 2 and sorted(table["n"]) == [2, 3]
+    # the base model's evaluations read no data and name no checkpoint of a cycle: that is no input
+    # "edited in place" to name in the labels (the labels once read 'lr=0.01 ... checkpoint=nan#9b2d5b46 ...')
+    assert sorted(table["label"]) == ["base model", "lr=0.01 max_steps=20"], table["label"].tolist()
     base = table[table["verdict"] == "baseline"].iloc[0]
     opsd = table[table["verdict"] != "baseline"].iloc[0]
     assert opsd["delta_baseline"] > 20 and opsd["verdict"] == "better", table.to_string()

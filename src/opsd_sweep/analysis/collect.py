@@ -282,13 +282,28 @@ def identity_label(row: pd.Series, column: str) -> str:
     return f"{name}={Path(str(path)).name if path else identity}#{digest}"
 
 
-def label_runs(runs: pd.DataFrame, axes: list[str], identities: list[str] = ()) -> pd.Series:
+def inputs_to_name(runs: pd.DataFrame, labels: pd.Series, identities: list[str]) -> dict:
+    """Per run, the id.* columns its label must name: those whose identity differs between runs that would
+    otherwise share its label (e.g. seeds of one config run before and after an input was edited in place).
+    An input that differs only between runs of different labels (a standalone evaluation has no data) is
+    not named."""
+    own = ~runs["external"].astype(bool) if "external" in runs else pd.Series(True, index=runs.index)
+    named: dict = {index: [] for index in runs.index}
+    for _, group in runs[own].groupby(labels[own], sort=False):
+        for column in identities:
+            if group[column].astype(str).nunique(dropna=False) > 1:
+                for index in group.index:
+                    named[index].append(column)
+    return named
+
+
+def label_runs(runs: pd.DataFrame, axes: list[str], named_inputs: dict | None = None) -> pd.Series:
     """A short human label per run from its varying columns, e.g. 'lr=5e-06 clip=0.05 [simulated]', and the
-    inputs whose identities vary (identity_label); an untrained run (train.max_steps=0) is 'base model'
-    whatever its training knobs say."""
+    inputs `named_inputs` gives it (inputs_to_name; identity_label); an untrained run (train.max_steps=0) is
+    'base model' whatever its training knobs say."""
     names = short_names(axes)
     labels = []
-    for _, row in runs.iterrows():
+    for index, row in runs.iterrows():
         if row.get("external"):
             labels.append(row["label"])
             continue
@@ -296,7 +311,8 @@ def label_runs(runs: pd.DataFrame, axes: list[str], identities: list[str] = ()) 
         parts = [BASE_MODEL_LABEL] if untrained else []
         parts += [f"{names[c]}={_format_value(row[c])}" for c in axes
                   if not (untrained and c.startswith(TRAINING_KNOBS))]
-        parts += [identity_label(row, c) for c in identities if not (untrained and c == f"{IDENTITY}data")]
+        parts += [identity_label(row, c) for c in (named_inputs or {}).get(index, [])
+                  if not (untrained and c == f"{IDENTITY}data")]
         label = " ".join(parts) or "all runs"
         labels.append(f"{label} [simulated]" if row.get("simulated") else label)
     return pd.Series(labels, index=runs.index, dtype=object)
@@ -344,7 +360,8 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         # the [simulated] mark says the executor; an input whose identity varies is named by its identity
         named = [c for c in axes if c != "cfg.executor"
                  and not any(c.startswith(f"cfg.{i.removeprefix(IDENTITY)}.path") for i in identities)]
-        runs["label"] = label_runs(runs, named or [c for c in ("cfg.learning_rate",) if c in runs], identities)
+        named = named or [c for c in ("cfg.learning_rate",) if c in runs]
+        runs["label"] = label_runs(runs, named, inputs_to_name(runs, label_runs(runs, named), identities))
         keep = [c for c in runs.columns if not c.startswith("cfg.") or c in axes or c == "cfg.seed"]
         runs = runs[keep].copy()
     frames = [runs] + [read_external(path) for path in external]
