@@ -111,10 +111,8 @@ class _ClientWatch:
         threading.Thread(target=self._watch, name="client-watch", daemon=True).start()
 
     def _watch(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a reset connection means the same as a closed one
             self.conn.recv(1)  # the cycle sends nothing more: this returns when it closes or dies
-        except OSError:
-            pass
         with self.lock:
             if not self.done:
                 os._exit(CLIENT_GONE)
