@@ -3,6 +3,7 @@ values (and leaves the RNG exactly where) a new get_peft_model under the run's s
 
 from __future__ import annotations
 
+import pytest
 import torch
 from accelerate.utils import set_seed
 from peft import LoraConfig, get_peft_model
@@ -10,6 +11,7 @@ from peft import LoraConfig, get_peft_model
 from opsd_sweep.config import load_run_config
 from opsd_sweep.modeling import load_model
 from opsd_sweep.tiny import ensure_tiny_assets
+from opsd_sweep.worker import warm
 from opsd_sweep.worker.warm import fresh_adapter
 from tests.conftest import compose
 
@@ -42,3 +44,25 @@ def test_a_kept_student_gets_the_adapter_a_new_process_would_draw(tiny_cache):
         assert got[name].grad is None
     assert torch.equal(torch.random.get_rng_state(), rng_after)
     assert not kept.training and list(kept.peft_config) == ["default"]
+
+
+def test_a_kept_object_serves_only_a_cycle_of_the_same_key(monkeypatch):
+    """Another model, LoRA or engine size (another key) never gets the kept object: it is rebuilt, or, for
+    an engine that cannot be replaced in this process, the phase is sent to a process of its own."""
+    monkeypatch.setattr(warm, "_enabled", True)
+    monkeypatch.setattr(warm, "_kept", {})
+    built, refreshed = [], []
+
+    def build(tag):
+        built.append(tag)
+        return object()
+
+    first = warm.reuse("student", ("model-a", "r=8"), lambda: build("a"), refresh=refreshed.append)
+    assert warm.reuse("student", ("model-a", "r=8"), lambda: build("again"), refresh=refreshed.append) is first
+    assert refreshed == [first] and built == ["a"]  # the same key: kept, given fresh state
+    other = warm.reuse("student", ("model-a", "r=16"), lambda: build("b"), refresh=refreshed.append)
+    assert other is not first and built == ["a", "b"] and refreshed == [first]
+    warm.reuse("rollout_engine", ("model-a", 0.5), lambda: build("engine"), replaceable=False)
+    with pytest.raises(warm.NeedsFreshProcess):
+        warm.reuse("rollout_engine", ("model-a", 0.9), lambda: build("engine 2"), replaceable=False)
+    assert "engine 2" not in built
