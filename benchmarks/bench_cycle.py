@@ -2,6 +2,7 @@
 
     export PYTHONPATH=/tmp/site:$PWD/src NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
     python3 benchmarks/bench_cycle.py --work /tmp/cycle [--cycles 3 --steps 8] [--per-phase]
+    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-from benchmarks/measured/aime_sized_eval_<date>.json
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --tiny    # CPU smoke check (tiny profile, no GPU)
 
 Part 1, cycles as a user runs them: one sweep of --cycles seeds through `python -m opsd_sweep -m` on the
@@ -157,6 +158,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=int, default=8, help="steps per cycle, >= 2 (step 1 is not steady)")
     parser.add_argument("--length-seed", type=int, default=0)
     parser.add_argument("--skip-eval", action="store_true", help="part 1 only")
+    parser.add_argument("--eval-from", type=Path, default=None,
+                        help="instead of part 2: the AIME-sized eval an earlier run of part 2 recorded (its JSON)")
     parser.add_argument("--tiny", action="store_true", help="CPU smoke check: the tiny profile, no GPU, part 1 only")
     parser.add_argument("--per-phase", action="store_true", help="a process per phase (hydra.launcher.phase_workers=false)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="--tiny: where the tiny world is (built if missing)")
@@ -192,7 +195,13 @@ def main(argv=None) -> dict:
               "cycles": len(cycles), "steps_per_cycle": args.steps, "sweep_wall_s": round(wall, 1), **figures,
               "note": "gpu_minutes_per_cycle is a PROJECTION to 100 steps from the measured steady step and "
                       "each later cycle's measured fixed cost", "per_cycle": cycles}
-    if args.tiny or args.skip_eval:
+    if args.eval_from is not None:
+        recorded = json.loads(args.eval_from.read_text())
+        recorded = recorded.get("aime_eval", recorded)  # a whole bench_cycle record, or part 2's own
+        eval_s = recorded["generation_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
+        report |= projection(cycles, figures, eval_s, f"AIME24-sized, recorded in {args.eval_from.name} (not "
+                             "measured in this run), grading scaled by 12x the samples")
+    elif args.tiny or args.skip_eval:
         small = statistics.mean(c["eval_generation_s"] + c["eval_grading_s"] for c in cycles[1:])
         report |= projection(cycles, figures, small, "the sweep's own small eval (not AIME-sized)")
     else:

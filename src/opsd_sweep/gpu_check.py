@@ -79,10 +79,15 @@ def cycle_figures(run_dir: Path, steps: int, eval_samples: int, n_eval: int) -> 
             "rollout_backend": last.get("rollout_backend"), "eval_backend": evaluation["backend"],
             "eval_engine": timing.get("engine"), "first_step_s": round(step_seconds[0], 1),
             "steady_step_s": round(steady, 2),
-            "steady_step_parts_s": {k.removeprefix("time_"): round(v, 2) for k, v in last.items() if k.startswith("time_")},
+            "first_step_parts_s": _step_parts(lines[0]), "steady_step_parts_s": _step_parts(last),
             "eval_generation_s": timing["generation_seconds"], "eval_grading_s": timing["grading_seconds"],
             "fixed_cost_s": round(cycle - steps * steady - timing["generation_seconds"], 1),
             "trainer_peak_gb": last.get("peak_mem_gb"), "engine_gb": last.get("engine_mem_gb")}
+
+
+def _step_parts(line: dict) -> dict:
+    """A metrics line's time per part of the step (rollout, teacher, ...), in seconds."""
+    return {k.removeprefix("time_"): round(v, 2) for k, v in line.items() if k.startswith("time_")}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -124,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1))
     for label, c in zip(("cold", "warm"), cycles):
         print(f"[gpu-check] {label} cycle {c['run']}: {c['phase_seconds']} | rollout {c['rollout_backend']}, eval "
-              f"{c['eval_backend']} ({c['eval_engine']}) | step 1 {c['first_step_s']} s, steady {c['steady_step_s']} s "
+              f"{c['eval_backend']} ({c['eval_engine']}) | step 1 {c['first_step_s']} s {c['first_step_parts_s']}, steady {c['steady_step_s']} s "
               f"{c['steady_step_parts_s']} | eval generation {c['eval_generation_s']} s | fixed cost "
               f"{c['fixed_cost_s']} s | trainer peak {c['trainer_peak_gb']} GB, engine {c['engine_gb']} GB", flush=True)
     print(f"[gpu-check] PASSED: 2 cycles done in {report['sweep_wall_s']} s; {out / 'gpu_check.json'}", flush=True)

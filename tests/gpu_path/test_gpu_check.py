@@ -27,7 +27,7 @@ def write_run(root: Path, steps: list[int], samples_per_problem: int) -> Path:
     (run_dir / "train").mkdir(parents=True)
     (run_dir / "eval").mkdir()
     (run_dir / "status.json").write_text(json.dumps({"state": "done", "phase_seconds": {"train": 100.0, "evaluate": 20.0}}))
-    lines = [{"step": s, "step_seconds": 40.0 if s == 1 else 5.0, "time_rollout": 3.0, "rollout_backend": "vllm",
+    lines = [{"step": s, "step_seconds": 40.0 if s == 1 else 5.0, "time_rollout": 30.0 if s == 1 else 3.0, "rollout_backend": "vllm",
               "peak_mem_gb": 50.0, "engine_mem_gb": 74.0} for s in steps]
     (run_dir / "train/metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     problems = [{"id": f"p{i}", "samples": [{"correct": False}] * samples_per_problem} for i in range(3)]
@@ -41,7 +41,8 @@ def test_a_good_run_gives_its_steady_step_and_fixed_cost(tmp_path):
     figures = cycle_figures(write_run(tmp_path, [1, 2, 3], 2), steps=3, eval_samples=2, n_eval=3)
     assert figures["steady_step_s"] == 5.0 and figures["first_step_s"] == 40.0
     assert figures["fixed_cost_s"] == 120.0 - 3 * 5.0 - 10.0
-    assert figures["steady_step_parts_s"] == {"rollout": 3.0} and figures["rollout_backend"] == "vllm"
+    assert figures["steady_step_parts_s"] == {"rollout": 3.0} and figures["first_step_parts_s"] == {"rollout": 30.0}
+    assert figures["rollout_backend"] == "vllm"
 
 
 @pytest.mark.parametrize("steps, samples, message", [([1, 2, 2, 3], 2, "expected one line per step 1..3"),
