@@ -66,3 +66,33 @@ def test_a_kept_object_serves_only_a_cycle_of_the_same_key(monkeypatch):
     with pytest.raises(warm.NeedsFreshProcess):
         warm.reuse("rollout_engine", ("model-a", 0.9), lambda: build("engine 2"), replaceable=False)
     assert "engine 2" not in built
+
+
+def test_a_kept_compiled_student_does_not_recompile_in_its_next_cycle(tiny_cache, monkeypatch):
+    """The compiled decoder layers are what a phase worker keeps the student for: giving it a fresh
+    adapter must leave every guard of their graphs holding (on an H200 a recompile cost the next cycle's
+    first step 26 s)."""
+    import torch._dynamo
+
+    from opsd_sweep.train.trainer import compile_decoder_layers
+
+    run = load_run_config(compose(["profile=tiny", f"cache_dir={tiny_cache}"]))
+    ensure_tiny_assets(run.tiny)
+    set_seed(1)
+    student = get_peft_model(load_model(run.model), LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05,
+                             target_modules=list(run.train.lora.target_modules), task_type="CAUSAL_LM"))
+    compile_decoder_layers(student)
+    ids = torch.randint(0, 50, (2, 12))
+
+    def cycle_step():  # the teacher's no-grad forward with the adapter off, then the student's step
+        with torch.no_grad(), student.disable_adapter():
+            student(input_ids=ids)
+        student.train()
+        student(input_ids=ids).logits.float().pow(2).mean().backward()
+
+    cycle_step()
+    cycle_step()
+    set_seed(2)
+    fresh_adapter(student)
+    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+    cycle_step()

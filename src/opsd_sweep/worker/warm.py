@@ -99,8 +99,12 @@ def fresh_adapter(peft_model) -> None:
     compiled graphs and the engine's parameter map stay valid. Grads are cleared, eval mode restored
     (from_pretrained's mode)."""
     import torch
+    from peft.tuners.tuners_utils import BaseTunerLayer
 
     adapter = peft_model.active_adapter
+    # The compiled layers guard on the identity of each layer's `_active_adapter` object, which
+    # set_adapter replaces: put the very same objects back, or every layer recompiles in the next cycle.
+    active = {m: m._active_adapter for m in peft_model.modules() if isinstance(m, BaseTunerLayer)}
     peft_model.add_adapter(FRESH, peft_model.peft_config[adapter])
     params = dict(peft_model.named_parameters())
     with torch.no_grad():
@@ -109,6 +113,8 @@ def fresh_adapter(peft_model) -> None:
                 params[name.replace(f".{FRESH}.", f".{adapter}.")].copy_(param)
     peft_model.delete_adapter(FRESH)
     peft_model.set_adapter(adapter)
+    for module, name in active.items():
+        module._active_adapter = name
     for param in peft_model.parameters():
         param.grad = None
     peft_model.eval()
