@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from bench_vllm_tp_dp import N_SAMPLES, draw_lengths, summarize  # noqa: E402
 
 from opsd_sweep import random_world  # noqa: E402
-from opsd_sweep.gpu_check import run, sweep_args  # noqa: E402
+from opsd_sweep.gpu_check import checked_cycle, run, step_parts, sweep_args  # noqa: E402
+from opsd_sweep.run.rundir import gpu_hours  # noqa: E402
 
 RECIPE_STEPS, TARGET_GPU_MINUTES, SEED_WORKFLOW_GPU_MINUTES = 100, 12.0, (112, 132)
 TARGET_FIXED_COST_S = 20.0
@@ -103,22 +104,16 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int) -> dict:
 
 def cycle_record(run_dir: Path, steps: int) -> dict:
     """One cycle as its own files tell it."""
-    status = json.loads((run_dir / "status.json").read_text())
-    if status.get("state") != "done":
-        raise SystemExit(f"{run_dir.name}: state {status.get('state')!r}, error {status.get('error')}")
-    lines = [json.loads(line) for line in (run_dir / "train/metrics.jsonl").read_text().splitlines()]
-    if [line["step"] for line in lines] != list(range(1, steps + 1)):
-        raise SystemExit(f"{run_dir.name}: metrics.jsonl logs steps {[line['step'] for line in lines]}, not 1..{steps}")
-    timing = json.loads((run_dir / "eval/eval.json").read_text())["timing"]
+    status, lines, evaluation = checked_cycle(run_dir, steps)
+    timing = evaluation["timing"]
     gpus = len(status["gpus"])
     workers = WORKER.findall((run_dir / "logs/train.log").read_text())
     return {"run": run_dir.name, "gpus": gpus, "phase_seconds": status["phase_seconds"],
             # CPU runs record no GPU-hours: their phases' wall minutes stand in (the smoke check)
-            "gpu_minutes": round(status["gpu_hours"] * 60 if gpus else sum(status["phase_seconds"].values()) / 60, 3),
+            "gpu_minutes": round(gpu_hours(status)["gpu_hours.total"] * 60 if gpus else sum(status["phase_seconds"].values()) / 60, 3),
             "phase_worker": int(workers[-1]) if workers else None,
             "step_seconds": [round(line["step_seconds"], 3) for line in lines],
-            "steady_step_parts_s": {k.removeprefix("time_"): round(v, 3) for k, v in lines[-1].items()
-                                    if k.startswith("time_")},
+            "steady_step_parts_s": step_parts(lines[-1]),
             "rollout_tokens_per_s": round(statistics.median(line["rollout_tokens_per_s"] for line in lines[1:])),
             "eval_generation_s": timing["generation_seconds"], "eval_grading_s": timing["grading_seconds"]}
 

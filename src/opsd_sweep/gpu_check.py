@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from opsd_sweep import random_world
+from opsd_sweep.run.rundir import RunDir
 
 
 class CheckFailed(AssertionError):
@@ -55,16 +56,26 @@ def run(command: list[str], log: Path, env: dict) -> float:
     return time.monotonic() - started
 
 
-def cycle_figures(run_dir: Path, steps: int, eval_samples: int, n_eval: int) -> dict:
-    """Check one run dir and return its timings."""
-    status = json.loads((run_dir / "status.json").read_text())
+def checked_cycle(run_dir: Path, steps: int) -> tuple[dict, list[dict], dict]:
+    """A finished cycle's status, metrics lines and eval.json, read raw: a repeated or missing step line,
+    which the summary's reader would smooth over, fails the check."""
+    rd = RunDir(run_dir)
+    status = rd.read_status()
     if status.get("state") != "done":
         raise CheckFailed(f"{run_dir.name}: state {status.get('state')!r}, error {status.get('error')}")
-    lines = [json.loads(line) for line in (run_dir / "train/metrics.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in rd.metrics.read_text().splitlines()]
     if [line["step"] for line in lines] != list(range(1, steps + 1)):
         raise CheckFailed(f"{run_dir.name}: metrics.jsonl steps {[line['step'] for line in lines]}, "
                           f"expected one line per step 1..{steps}")
-    evaluation = json.loads((run_dir / "eval/eval.json").read_text())
+    evaluation = rd.read_eval()
+    if evaluation is None:
+        raise CheckFailed(f"{run_dir.name}: {rd.eval_json} does not read back whole")
+    return status, lines, evaluation
+
+
+def cycle_figures(run_dir: Path, steps: int, eval_samples: int, n_eval: int) -> dict:
+    """Check one run dir and return its timings."""
+    status, lines, evaluation = checked_cycle(run_dir, steps)
     samples = sum(len(p["samples"]) for p in evaluation["problems"])
     if evaluation["n_problems"] != n_eval or samples != n_eval * eval_samples or "avg_at_n" not in evaluation["metrics"]:
         raise CheckFailed(f"{run_dir.name}: eval.json has {evaluation['n_problems']} problems and {samples} samples, "
@@ -79,15 +90,15 @@ def cycle_figures(run_dir: Path, steps: int, eval_samples: int, n_eval: int) -> 
             "rollout_backend": last.get("rollout_backend"), "eval_backend": evaluation["backend"],
             "eval_engine": timing.get("engine"), "first_step_s": round(step_seconds[0], 1),
             "steady_step_s": round(steady, 2),
-            "first_step_parts_s": _step_parts(lines[0]), "steady_step_parts_s": _step_parts(last),
+            "first_step_parts_s": step_parts(lines[0]), "steady_step_parts_s": step_parts(last),
             "eval_generation_s": timing["generation_seconds"], "eval_grading_s": timing["grading_seconds"],
             "fixed_cost_s": round(cycle - steps * steady - timing["generation_seconds"], 1),
             "trainer_peak_gb": last.get("peak_mem_gb"), "engine_gb": last.get("engine_mem_gb")}
 
 
-def _step_parts(line: dict) -> dict:
+def step_parts(line: dict) -> dict:
     """A metrics line's time per part of the step (rollout, teacher, ...), in seconds."""
-    return {k.removeprefix("time_"): round(v, 2) for k, v in line.items() if k.startswith("time_")}
+    return {k.removeprefix("time_"): round(v, 3) for k, v in line.items() if k.startswith("time_")}
 
 
 def main(argv: list[str] | None = None) -> dict:
