@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
     parser.add_argument("--metric", help="score column, e.g. avg_at_n, pass_at_4, maj_at_n")
     parser.add_argument("--level", type=float, help="interval coverage, e.g. 0.95")
     parser.add_argument("--alpha", type=float, help="test level of the verdicts (Holm across configs)")
-    parser.add_argument("--anchor", help="published anchor: conf/baseline/ name, YAML path, 'auto' (the one the runs were configured "
+    parser.add_argument("--anchor", help="published anchor: conf/anchor/ name, YAML path, 'auto' (the one the runs were configured "
                              "with) or 'none'")
     parser.add_argument("--baseline", help="in-sweep baseline: 'auto' (the untrained base model, if any, else the "
                              "baseline a race declared), a config label, col=value[,col=value], or 'none'")

@@ -9,15 +9,15 @@ import pytest
 
 from scipy import stats as sps
 
-from opsd_sweep.inference.arms import Arm, RunSD, compare_arms
+from opsd_sweep.inference.arms import Anchor, Arm, RunSD, compare_arms
 from opsd_sweep.inference.stats import holm, pooled_sd
-from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RaceState, RunResult, decide, run_race
+from opsd_sweep.race import RaceSettings, RaceSpec, RaceState, RunResult, decide, run_race
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 
 SETTINGS = dict(min_seeds=3, max_seeds=8, seeds_per_round=1, alpha=0.05, stop_alpha=0.02, eliminate_alpha=0.05,
                 anchor_alpha=0.01, target_half_width=0.0, budget_gpu_hours=None, confirm_seeds=2, first_seed=1,
                 max_failures=2)
-ANCHOR = Anchor("paper", 54.22, 1.48, 5)
+ANCHOR = Anchor("paper", "avg_at_n", 54.22, 1.48, 5)
 
 
 def spec(configs=("base", "a", "b"), baseline="base", anchor=ANCHOR, **changes) -> RaceSpec:
