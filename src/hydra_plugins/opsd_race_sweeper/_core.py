@@ -3,7 +3,7 @@
 Follows Hydra's sweeper contract: parse the overrides, expand only sweep overrides, save
 multirun.yaml, validate every batch before launching it, advance the job index across batches.
 A failed job is a failed run of the race (JobReturn.status is checked; return_value is only read from
-completed jobs), never the end of the sweep.
+completed jobs), never the end of the sweep; a collapsed run is one of its config's seeds (race.policy).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
+from opsd_sweep.collapse import collapse_count
 from opsd_sweep.inference.arms import Anchor
 from opsd_sweep.race import RaceSettings, RaceSpec, RunRequest, RunResult, run_race
 from opsd_sweep.race.log import RaceLog
@@ -147,11 +148,16 @@ def _print(record: dict) -> None:
         ci_text = f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci[0] is not None else "[-]"
         p = " ".join(f"p_{k}={record[f'p_{k}']:.3g}" for k in ("best", "baseline", "anchor")
                      if record.get(f"p_{k}") is not None)
+        steps = record.get("collapse_steps") or []
+        collapsed = f" ({collapse_count(record['seeds'], steps)}; scored n={record['n']})" if steps else ""
         log.info(f"race round {record['round']} ({record['phase']}): {record['config']}: n={record['n']} "
-                 f"mean={record['mean']:.2f} CI {ci_text} {p} -> {record['action']}")
+                 f"mean={record['mean']:.2f} CI {ci_text} {p} -> {record['action']}{collapsed}")
     elif kind == "decision":
         log.info(f"race round {record['round']}: {record['config']} -> {record['action']} ({record.get('reason')})")
     elif kind == "stop":
         log.info(f"race: stop after round {record['round']}: {record['reason']}; winner {record['winner']!r}")
+    elif kind == "run" and record["state"] == "collapsed":
+        log.info(f"race: run {record['config']} s{record['seed']} collapsed at step {record['collapse_step']}: a "
+                 "finding about the config, counted as one of its seeds and not replaced (no score)")
     elif kind == "run" and record["state"] != "done":
         log.info(f"race: run {record['config']} s{record['seed']} failed: {record['error']}")
