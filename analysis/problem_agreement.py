@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     collection, runs = scripts.finished_runs(args)
     configs = configs_of(runs.drop_duplicates("label"))
     try:
-        a, b = (select_config(selector, configs, flag) for flag, selector in (("--a", args.a), ("--b", args.b)))
+        a, b = select_config(args.a, configs, "--a"), select_config(args.b, configs, "--b")
     except SelectorError as err:
         raise SystemExit(str(err)) from None
     table = pd.concat({"rate_a": solve_rates(collection, runs, a), "rate_b": solve_rates(collection, runs, b)},

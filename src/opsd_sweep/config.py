@@ -384,7 +384,8 @@ def validate(run: RunConfig) -> list[str]:
          "length (e.g. eval.max_model_len=40960 for 38912 new tokens)")
     need(e.grade_timeout >= 1, f"eval.grade_timeout={e.grade_timeout} must be >= 1 second")
     need(e.grade_workers >= 0, f"eval.grade_workers={e.grade_workers} must be >= 0 (0 = main thread)")
-    need(run.anchor.n >= 1 and run.anchor.sd >= 0, f"anchor.n={run.anchor.n} must be >= 1 and anchor.sd={run.anchor.sd} >= 0")
+    need(run.anchor.n >= 1 and run.anchor.sd >= 0,
+         f"anchor.n={run.anchor.n} must be >= 1 and anchor.sd={run.anchor.sd} >= 0 (conf/anchor/)")
     if run.executor == "simulate":
         sm = run.simulate
         need(0 < sm.base_score < 100, f"simulate.base_score={sm.base_score} must be in (0, 100) (percent)")

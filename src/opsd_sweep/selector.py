@@ -30,8 +30,8 @@ def parse_selector(selector: str, flag: str) -> list[tuple[str, str]]:
     terms = [t for t in re.split(r"[,\s]+", selector.strip()) if t]
     bad = [t for t in terms if "=" not in t or t.startswith("=")] or ([] if terms else [selector])
     if bad:
-        raise SelectorError(f"{flag}={selector!r}: {bad[0]!r} is not a key=value term (e.g. {flag}='lr=5e-06' or "
-                            f"'learning_rate=5e-6 clip=0.05')")
+        raise SelectorError(f"{flag}={selector!r}: {bad[0]!r} is not a key=value term (e.g. "
+                            f"{flag}='lr=5e-06' or 'learning_rate=5e-6 clip=0.05')")
     return [(key, value) for key, _, value in (t.partition("=") for t in terms)]
 
 
@@ -97,6 +97,8 @@ def select_config(selector: str, configs: Mapping[str, Mapping[str, Any]], flag:
                if all(key in values and same_value(values[key], value) for key, value in terms)]
     if len(matched) == 1:
         return matched[0]
-    shown = "; ".join(f"{label} ({', '.join(f'{k}={configs[label].get(k)}' for k, _ in terms)})" for label in configs)
-    raise SelectorError(f"{flag}={selector!r} matches {len(matched)} configs{f' {matched}' if matched else ''}; it "
-                        f"must match exactly one of: {shown}")
+    shown = "; ".join(f"{label} ({', '.join(f'{k}={values.get(k)}' for k, _ in terms)})"
+                      for label, values in configs.items())
+    which = f" {matched}" if matched else ""
+    raise SelectorError(f"{flag}={selector!r} matches {len(matched)} configs{which}; it must match exactly "
+                        f"one of: {shown}")

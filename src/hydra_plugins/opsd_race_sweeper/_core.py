@@ -157,7 +157,7 @@ def _print(record: dict) -> None:
     elif kind == "stop":
         log.info(f"race: stop after round {record['round']}: {record['reason']}; winner {record['winner']!r}")
     elif kind == "run" and record["state"] == "collapsed":
-        log.info(f"race: run {record['config']} s{record['seed']} collapsed at step {record['collapse_step']}: a "
-                 "finding about the config, counted as one of its seeds and not replaced (no score)")
+        log.info(f"race: run {record['config']} s{record['seed']} collapsed at step {record['collapse_step']}"
+                 ": a finding about the config, counted as one of its seeds and not replaced (no score)")
     elif kind == "run" and record["state"] != "done":
         log.info(f"race: run {record['config']} s{record['seed']} failed: {record['error']}")

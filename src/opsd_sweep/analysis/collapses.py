@@ -73,6 +73,15 @@ def summary_section(runs: pd.DataFrame) -> list[str]:
     return lines
 
 
+RACE_JUDGES_COLLAPSES = (
+    "The race counts a collapsed seed as one of its config's seeds and does not replace it (a collapse is a "
+    "finding about the config, not a failure). It judges configs as the summary does: a run stopped at "
+    "its collapse (train.stop_on_collapse) has no score, so its config is judged on its other seeds (and "
+    "leaves the race when every seed collapsed); a collapsed run that trained on keeps its score in its "
+    "config's mean but stays out of the pooled run-to-run SD (the summary's pool leaves it out too, unless "
+    "--pool-include collapsed; the race has no such switch).")
+
+
 def race_lines(run_dirs: dict[str, list[str]]) -> list[str]:
     """The race report's collapse lines: per config, its race runs' collapses (run dirs from race.jsonl)."""
     rows = [{"label": config, "collapse_step": step} for config, paths in run_dirs.items() for path in paths
@@ -83,9 +92,5 @@ def race_lines(run_dirs: dict[str, list[str]]) -> list[str]:
     if table["collapse_step"].isna().all():
         return [f"No run of the race collapsed ({RULE})."]
     return [f"Collapses ({RULE}):", "", *[f"- {x}" for x in per_config(table)], "",
-            "The race counts a collapsed seed as one of its config's seeds and does not replace it (a collapse is a "
-            "finding about the config, not a failure). It judges configs as the summary does: a run stopped at its "
-            "collapse (train.stop_on_collapse) has no score, so its config is judged on its other seeds (and leaves "
-            "the race when every seed collapsed); a collapsed run that trained on keeps its score in its config's "
-            "mean but stays out of the pooled run-to-run SD (the summary's pool leaves it out too, unless "
-            "--pool-include collapsed; the race has no such switch)."]
+            RACE_JUDGES_COLLAPSES]
+

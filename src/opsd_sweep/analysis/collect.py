@@ -53,7 +53,7 @@ class Collection:
     samples: pd.DataFrame  # one row per run x problem x sample (SAMPLE_COLUMNS)
     skipped: pd.DataFrame  # path, state, reason: every run dir the statistics do not use
     fixed: dict  # config values shared by every run-dir run (for the report header)
-    anchors: list[dict] = field(default_factory=list)  # distinct `anchor` sections the runs were configured with
+    anchors: list[dict] = field(default_factory=list)  # distinct `anchor` sections of the runs' configs
 
 
 # --- reading one run -----------------------------------------------------------------------------

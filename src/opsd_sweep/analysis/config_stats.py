@@ -192,8 +192,8 @@ def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, s
         out.append({f"delta_{prefix}": comp.delta, f"{prefix}_low": low, f"{prefix}_high": high,
                     f"p_{prefix}": comp.p})
     # the columns named: a table of the reference alone (every other config collapsed) compares nothing
-    frame = pd.DataFrame(out, index=table.index, columns=[f"delta_{prefix}", f"{prefix}_low", f"{prefix}_high",
-                                                          f"p_{prefix}"])
+    columns = [f"delta_{prefix}", f"{prefix}_low", f"{prefix}_high", f"p_{prefix}"]
+    frame = pd.DataFrame(out, index=table.index, columns=columns)
     frame[f"p_{prefix}_holm"] = stats.holm(frame[f"p_{prefix}"].to_numpy(float))
     frame[f"q_{prefix}_bh"] = stats.benjamini_hochberg(frame[f"p_{prefix}"].to_numpy(float))
     return frame

@@ -167,7 +167,8 @@ def run_totals(records: list[dict], header: dict, simulated_dirs: frozenset[str]
                     for r in done)
     max_seeds = (header.get("settings") or {}).get("max_seeds")
     collapsed = sum(r["state"] == "collapsed" for r in runs.values())
-    return {"runs": len(runs), "done": len(done), "collapsed": collapsed, "failed": len(runs) - len(done) - collapsed,
+    return {"runs": len(runs), "done": len(done), "collapsed": collapsed,
+            "failed": len(runs) - len(done) - collapsed,
             "confirm_runs": sum(r["phase"] == "confirm" for r in runs.values()),
             "gpu_hours": float(sum(r.get("gpu_hours") or 0.0 for r in runs.values())),
             "simulated": simulated, "grid_runs": len(header["configs"]) * max_seeds if max_seeds else None}

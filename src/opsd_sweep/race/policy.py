@@ -64,8 +64,8 @@ class RunResult:
 
     def to_record(self) -> dict:
         return {"type": "run", "config": self.config, "seed": self.seed, "phase": self.phase, "state": self.state,
-                "score": self.score, "gpu_hours": self.gpu_hours, "run_dir": self.run_dir, "error": self.error,
-                "collapse_step": self.collapse_step}
+                "score": self.score, "gpu_hours": self.gpu_hours, "run_dir": self.run_dir,
+                "error": self.error, "collapse_step": self.collapse_step}
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,8 @@ def _missing_runs(results, configs: list[str], target: int, phase: str, first_se
 def _summaries(results, configs: list[str], phases: tuple[str, ...]) -> dict[str, ConfigSummary]:
     out = {}
     for config in configs:
-        mine = sorted((r for r in results if r.config == config and r.state in SEEDS_RUN and r.phase in phases),
-                      key=lambda r: (r.phase, r.seed))
+        mine = [r for r in results if r.config == config and r.phase in phases and r.state in SEEDS_RUN]
+        mine.sort(key=lambda r: (r.phase, r.seed))
         done = [r for r in mine if r.state == "done"]
         out[config] = ConfigSummary(
             config, np.array([r.score for r in done], dtype=float),

@@ -19,7 +19,7 @@ def gpu_hours_of(status: dict) -> float:
 
 
 def read_run_result(run_dir: str | Path, config: str, seed: int, phase: str, metric: str) -> RunResult:
-    """The run's score (eval.json metrics[metric]) and its collapse step, if it collapsed (opsd_sweep.collapse).
+    """The run's score (eval.json metrics[metric]) and, if it collapsed (opsd_sweep.collapse), the step.
 
     A run stopped at its collapse (state collapsed, train.stop_on_collapse) is a collapsed result: a finding
     about its config, with no score. A run that is not done otherwise, or whose eval.json is missing or
@@ -51,6 +51,6 @@ def _collapse_step(run: RunDir, status: dict) -> int | None:
         return int(stopped["step"])
     try:
         found = collapse_of_run(run)
-    except (OSError, ValueError, KeyError, TypeError, OmegaConfBaseException):  # a config.yaml with no usable rule
+    except (OSError, ValueError, KeyError, TypeError, OmegaConfBaseException):  # config.yaml: no usable rule
         return None
     return found.step if found else None
