@@ -70,7 +70,8 @@ def test_a_users_config_with_the_old_baseline_section_is_refused_with_the_new_pl
                                         f"[file://{CONF_DIR}]\nbaseline:\n  mean: 40.0\n")
     with initialize_config_dir(config_dir=str(tmp_path), version_base="1.3"):
         cfg = hydra_compose(config_name="mine")
-    with pytest.raises(ConfigError, match="'baseline' .* is now called 'anchor'; write 'anchor'"):
+    with pytest.raises(ConfigError, match="config key 'baseline': the published anchor .* is now called 'anchor', "
+                                          "not 'baseline'; write 'anchor'"):
         load_run_config(cfg)
     with pytest.raises(ConfigError, match="is now called 'anchor'"):
         load_run_config(compose(["+baseline.mean=40"]))

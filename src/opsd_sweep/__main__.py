@@ -50,8 +50,8 @@ def unknown_key_problems(args: list[str]) -> list[str]:
         if arg.startswith("-") or "=" not in arg:
             continue
         key = arg.split("=", 1)[0].lstrip("+~")
-        if (renamed := renamed_key_problem(key)) is not None:
-            problems.append(f"override '{arg}': {renamed}")
+        if (renamed := renamed_key_problem(arg)) is not None:
+            problems.append(f"override {renamed}")
             continue
         if key.split(".")[0] == "hydra" or "/" in key or "@" in key or key in groups:
             continue  # Hydra's own settings and config-group choices: Hydra checks those itself

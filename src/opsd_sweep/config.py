@@ -273,7 +273,7 @@ def load_run_config(cfg: DictConfig | dict,
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     container = {k: v for k, v in container.items() if k != "hydra"}
     if renamed := [problem for key in container if (problem := renamed_key_problem(key)) is not None]:
-        raise ConfigError("invalid config:\n  - " + "\n  - ".join(renamed))
+        raise ConfigError("invalid config:\n  - config key " + "\n  - config key ".join(renamed))
     try:
         typed = OmegaConf.merge(OmegaConf.structured(RunConfig), container)
         run = OmegaConf.to_object(typed)

@@ -140,7 +140,7 @@ def test_auto_anchor_is_the_one_the_runs_were_configured_with(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--baseline", "cfg.learning_rate=7e-06"], "matches 0 configs"),
-    (["--baseline", "warmup=0.1"], "is not a label or a column=value term"),
+    (["--baseline", "warmup=0.1"], "'warmup' is not a key that differs between the configs"),
     (["--metric", "avg_at_64"], "metric 'avg_at_64' is in no run; use one of"),
     (["--alpha", "5"], "alpha=5.0 must be in (0, 1)"),
     (["--anchor", "nowhere"], "anchor 'nowhere'"),

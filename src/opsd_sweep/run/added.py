@@ -51,20 +51,19 @@ class Renamed:
 
 RENAMED = {
     # "baseline" now means the in-sweep baseline only (summary --baseline, hydra.sweeper.baseline)
-    "baseline": Renamed("anchor", "the published anchor, config group conf/anchor/"),
+    "baseline": Renamed("anchor", "the published anchor (config group conf/anchor/)"),
 }
 
 
-def renamed_key_problem(key: str) -> str | None:
-    """The fix for an override or config key under a section's old name (None when the name is current),
-    e.g. 'baseline.mean' -> 'anchor.mean'."""
-    head, dot, rest = key.lstrip("+~").partition(".")
+def renamed_key_problem(written: str) -> str | None:
+    """The fix for a config key or an override (`key=value`) under a section's old name, None when the name
+    is current: 'baseline.mean=40' -> write 'anchor.mean=40'."""
+    head = written.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
     if head not in RENAMED:
         return None
-    renamed = RENAMED[head]
-    return (f"'{key}': '{head}' ({renamed.what}) is now called '{renamed.new}'; write "
-            f"'{key.replace(head, renamed.new, 1)}' (e.g. {renamed.new}=tiny, {renamed.new}.mean=..., or "
-            f"'{renamed.new}:' in your own config)")
+    new = RENAMED[head].new
+    return (f"'{written}': {RENAMED[head].what} is now called '{new}', not '{head}'; write "
+            f"'{written.replace(head, new, 1)}' ('{new}:' in your own config)")
 
 
 def upgrade_saved_config(saved: dict) -> dict:
