@@ -2,7 +2,7 @@
 
     python analysis/problem_agreement.py results/lr_sweep --a "lr=5e-06" --b "lr=1e-05" [--out DIR]
 
-A and B are labels as in summary.csv (or column=value selectors, as --baseline takes). Writes
+A and B are labels as in summary.csv, or key=value selectors as --baseline takes (opsd_sweep.selector). Writes
 problem_agreement.png (one dot per problem, the diagonal = no change) and problem_agreement.csv
 (problem, solve rate of A and of B over all their runs and samples, B - A). Descriptive: which problems
 a config gains and loses; the summary's verdicts are about the net effect on all of them.
@@ -15,7 +15,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from opsd_sweep.analysis import scripts
-from opsd_sweep.analysis.config_stats import select_baseline
+from opsd_sweep.analysis.config_stats import configs_of
+from opsd_sweep.selector import SelectorError, select_config
 
 
 def solve_rates(collection, runs: pd.DataFrame, label: str) -> pd.Series:
@@ -33,11 +34,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--b", required=True, help="config B: a label or column=value selector")
     args = parser.parse_args(argv)
     collection, runs = scripts.finished_runs(args)
-    configs = runs.drop_duplicates("label")
+    configs = configs_of(runs.drop_duplicates("label"))
     try:
-        a, b = (select_baseline(configs, selector)[0] for selector in (args.a, args.b))
-    except ValueError as err:
-        raise SystemExit(str(err).replace("baseline selector", "config selector")) from None
+        a, b = select_config(args.a, configs, "--a"), select_config(args.b, configs, "--b")
+    except SelectorError as err:
+        raise SystemExit(str(err)) from None
     table = pd.concat({"rate_a": solve_rates(collection, runs, a), "rate_b": solve_rates(collection, runs, b)},
                       axis=1).dropna()
     table["b_minus_a"] = table["rate_b"] - table["rate_a"]

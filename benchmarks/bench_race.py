@@ -29,8 +29,9 @@ from tqdm import tqdm
 
 from opsd_sweep import CONF_DIR
 from opsd_sweep.config import SimulateConfig
+from opsd_sweep.inference.arms import Anchor
 from opsd_sweep.inference.stats import welch_difference, welch_vs_anchor
-from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunResult, run_race
+from opsd_sweep.race import RaceSettings, RaceSpec, RunResult, run_race
 from opsd_sweep.race.compare import ConfigSummary
 from opsd_sweep.race.policy import assess
 from opsd_sweep.simulate import draw_correct_counts
@@ -38,7 +39,7 @@ from opsd_sweep.simulate import draw_correct_counts
 TUNE_SEED, REPORT_SEED = 20_240, 90_210
 SDS = (2.0, 3.0, 4.0)
 K = 12
-ANCHOR = Anchor("published anchor", 54.22, 1.48, 5)
+ANCHOR = Anchor("published anchor", "avg_at_n", 54.22, 1.48, 5)
 POWER = 0.80
 
 # True scores relative to the baseline (config 0). Six configs: one +3, two equal, two 8+ worse.

@@ -1,4 +1,4 @@
-"""Measure the tiny demo's anchor and write it to conf/baseline/tiny.yaml.
+"""Measure the tiny demo's anchor and write it to conf/anchor/tiny.yaml.
 
 The anchor is the untrained base model (the warm-started tiny Qwen3) evaluated by the real evaluator
 with the demo's settings (profile=tiny +sweep=demo) under several evaluation seeds: mean, SD and n of
@@ -61,7 +61,7 @@ def anchor_yaml(scores: list[float], seeds: list[int]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=10, help="number of evaluation seeds (>= 2)")
-    parser.add_argument("--out", type=Path, default=REPO / "conf/baseline/tiny.yaml")
+    parser.add_argument("--out", type=Path, default=REPO / "conf/anchor/tiny.yaml")
     args = parser.parse_args(argv)
     if args.seeds < 2:
         parser.error(f"--seeds {args.seeds}: an SD needs at least 2 evaluations")

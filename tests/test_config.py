@@ -14,7 +14,7 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
-@pytest.mark.parametrize("group", ["model", "data", "recipe", "loss", "eval", "baseline", "profile"])
+@pytest.mark.parametrize("group", ["model", "data", "recipe", "loss", "eval", "anchor", "profile"])
 def test_every_option_of_every_group_validates(group, tmp_path):
     for option in group_options(group):
         overrides = [f"{group}={option}"]
@@ -58,3 +58,20 @@ def test_run_key_is_stable_and_moves_only_with_semantics(tmp_path):
                    ["eval.n_samples=8"], ["train.max_steps=5"], ["rollout.temperature=0.7"]):
         changed = semantic_dict(load_run_config(compose(["profile=tiny", *change])))
         assert run_key(changed) != run_key(base), change
+
+
+def test_a_users_config_with_the_old_baseline_section_is_refused_with_the_new_place(tmp_path):
+    """The published anchor's section was `baseline:`; a user's own config that still sets it (here a primary
+    config on top of ours) fails before anything runs, naming `anchor`."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    (tmp_path / "mine.yaml").write_text(f"defaults:\n  - config\n  - _self_\nhydra:\n  searchpath: "
+                                        f"[file://{CONF_DIR}]\nbaseline:\n  mean: 40.0\n")
+    with initialize_config_dir(config_dir=str(tmp_path), version_base="1.3"):
+        cfg = hydra_compose(config_name="mine")
+    with pytest.raises(ConfigError, match="config key 'baseline': the published anchor .* is now called 'anchor', "
+                                          "not 'baseline'; write 'anchor'"):
+        load_run_config(cfg)
+    with pytest.raises(ConfigError, match="is now called 'anchor'"):
+        load_run_config(compose(["+baseline.mean=40"]))

@@ -14,6 +14,7 @@ from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig
 from opsd_sweep.cycle import load_cycle_config, run_cycle
 from opsd_sweep.interrupt import exit_code
+from opsd_sweep.run.added import renamed_key_problem
 from opsd_sweep.tiny import ensure_tiny_assets
 
 
@@ -49,6 +50,9 @@ def unknown_key_problems(args: list[str]) -> list[str]:
         if arg.startswith("-") or "=" not in arg:
             continue
         key = arg.split("=", 1)[0].lstrip("+~")
+        if (renamed := renamed_key_problem(arg)) is not None:
+            problems.append(f"override {renamed}")
+            continue
         if key.split(".")[0] == "hydra" or "/" in key or "@" in key or key in groups:
             continue  # Hydra's own settings and config-group choices: Hydra checks those itself
         parts = key.split(".")

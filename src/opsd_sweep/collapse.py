@@ -76,6 +76,21 @@ def rule_of(config: dict) -> CollapseConfig:
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CollapseConfig), config["train"]["collapse"]))
 
 
+def collapse_of_run(run_dir: RunDir) -> Collapse | None:
+    """The collapse of a run by the rule its saved config names, from its metrics.jsonl (None: it did not
+    collapse, or has no training steps). Raises when config.yaml does not read or names no usable rule."""
+    steps = run_dir.training_steps()
+    return find_collapse(steps, rule_of(run_dir.read_config_dict())) if steps else None
+
+
+def collapse_count(seeds: int, steps: list[int]) -> str:
+    """A config's collapses in the words of the summary and the race: 'collapsed in 2 of 5 seeds, at steps
+    7, 9' or 'no collapse in 5 seeds'."""
+    if not steps:
+        return f"no collapse in {seeds} seed{'s' * (seeds != 1)}"
+    return f"collapsed in {len(steps)} of {seeds} seeds, at steps {', '.join(str(s) for s in sorted(steps))}"
+
+
 def write_marker(run_dir: RunDir, collapse: Collapse) -> None:
     atomic_write_json(run_dir.train_dir / MARKER, collapse.to_dict())
 

@@ -17,7 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from opsd_sweep.backends import BACKENDS
 from opsd_sweep.identity import path_identity
-from opsd_sweep.run.added import ADDED
+from opsd_sweep.run.added import ADDED, renamed_key_problem
 
 
 class ConfigError(ValueError):
@@ -153,7 +153,9 @@ class EvalConfig:
 
 
 @dataclass
-class BaselineConfig:
+class AnchorConfig:
+    """A published result of the recipe to orient by (conf/anchor/): not the in-sweep baseline, which is
+    one of the sweep's own configs (summary --baseline, hydra.sweeper.baseline)."""
     label: str = MISSING
     metric: str = MISSING
     mean: float = MISSING
@@ -231,7 +233,7 @@ class RunConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
-    baseline: BaselineConfig = field(default_factory=BaselineConfig)
+    anchor: AnchorConfig = field(default_factory=AnchorConfig)
     tiny: Optional[TinyConfig] = None
     simulate: SimulateConfig = field(default_factory=SimulateConfig)
 
@@ -239,7 +241,7 @@ class RunConfig:
 # Fields that say where things are or how the run is launched, not what is computed: they never
 # enter the run key, so moving a results folder or switching launcher never repeats a finished run.
 # model.path, data.path and eval.path do enter it, as the identity of what they name (identity.py).
-NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "baseline")
+NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "anchor")
 NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "shard_size", "engines", "tensor_parallel_size",
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers", "average_last"),
@@ -270,6 +272,8 @@ def load_run_config(cfg: DictConfig | dict,
     of `more_checks` too, e.g. the pre-flight of the files it names)."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     container = {k: v for k, v in container.items() if k != "hydra"}
+    if renamed := [problem for key in container if (problem := renamed_key_problem(key)) is not None]:
+        raise ConfigError("invalid config:\n  - config key " + "\n  - config key ".join(renamed))
     try:
         typed = OmegaConf.merge(OmegaConf.structured(RunConfig), container)
         run = OmegaConf.to_object(typed)
@@ -380,7 +384,8 @@ def validate(run: RunConfig) -> list[str]:
          "length (e.g. eval.max_model_len=40960 for 38912 new tokens)")
     need(e.grade_timeout >= 1, f"eval.grade_timeout={e.grade_timeout} must be >= 1 second")
     need(e.grade_workers >= 0, f"eval.grade_workers={e.grade_workers} must be >= 0 (0 = main thread)")
-    need(run.baseline.n >= 1 and run.baseline.sd >= 0, "baseline.n must be >= 1 and baseline.sd >= 0")
+    need(run.anchor.n >= 1 and run.anchor.sd >= 0,
+         f"anchor.n={run.anchor.n} must be >= 1 and anchor.sd={run.anchor.sd} >= 0 (conf/anchor/)")
     if run.executor == "simulate":
         sm = run.simulate
         need(0 < sm.base_score < 100, f"simulate.base_score={sm.base_score} must be in (0, 100) (percent)")

@@ -41,10 +41,11 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
     parser.add_argument("--metric", help="score column, e.g. avg_at_n, pass_at_4, maj_at_n")
     parser.add_argument("--level", type=float, help="interval coverage, e.g. 0.95")
     parser.add_argument("--alpha", type=float, help="test level of the verdicts (Holm across configs)")
-    parser.add_argument("--anchor", help="published anchor: conf/baseline/ name, YAML path, 'auto' (the one the runs were configured "
-                             "with) or 'none'")
+    parser.add_argument("--anchor", help="published anchor: conf/anchor/ name, YAML path, 'auto' (the one "
+                             "the runs were configured with) or 'none'")
     parser.add_argument("--baseline", help="in-sweep baseline: 'auto' (the untrained base model, if any, else the "
-                             "baseline a race declared), a config label, col=value[,col=value], or 'none'")
+                             "baseline a race declared), a config label, key=value terms matched by value "
+                             "(lr=5e-06 max_steps=20; the race's hydra.sweeper.baseline syntax), or 'none'")
     parser.add_argument("--pool-sd", action=argparse.BooleanOptionalAction, default=None,
                         help="one run-to-run SD for all configs (assumes equal variance)")
     parser.add_argument("--pool-anchor", action=argparse.BooleanOptionalAction, default=None,

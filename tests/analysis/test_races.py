@@ -182,7 +182,7 @@ def test_tables_of_a_hand_built_log(small_log):
     assert race.timeline[["round", "config", "mean"]].values.tolist() == [
         [0, "a", 55.0], [0, "b", 50.0], [0, "c", 49.0], [0, "e", 50.2], [1, "a", 57.0], [1, "b", 50.5],
         [1, "c", 48.0]]
-    assert race.totals == {"runs": 7, "done": 5, "failed": 2, "confirm_runs": 1, "gpu_hours": 15.0,
+    assert race.totals == {"runs": 7, "done": 5, "collapsed": 0, "failed": 2, "confirm_runs": 1, "gpu_hours": 15.0,
                            "simulated": 0, "grid_runs": 25}
     line = outcome_line(race)
     assert "stopped after round 1 (decided" in line and "winner a (confirmation: 1 fresh seeds, mean 54.00)" in line

@@ -52,7 +52,7 @@ def test_a_script_names_the_fix_when_its_data_is_missing(tmp_path):
     assert proc.returncode != 0 and "run a sweep first" in proc.stderr
     write_sweep(tmp_path / "sweep", effects={5e-6: 0.0, 1e-5: 0.0}, seeds=(1, 2))
     proc = run_script("problem_agreement", str(tmp_path / "sweep"), "--a", "lr=5e-06", "--b", "lr=3e-05")
-    assert proc.returncode != 0 and "config selector 'lr=3e-05' matches 0 configs" in proc.stderr
+    assert proc.returncode != 0 and "--b='lr=3e-05' matches 0 configs" in proc.stderr
 
 
 def test_the_published_results_csv_is_read_by_external(tmp_path):

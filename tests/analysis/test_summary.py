@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from opsd_sweep.config import BaselineConfig
+from opsd_sweep.config import AnchorConfig
 from opsd_sweep.summary import main
 from tests.analysis.rundirs import base_run, draw_correct, write_run
 
@@ -122,9 +122,9 @@ def test_external_results_enter_the_comparison(sweep, tmp_path):
 
 
 def test_auto_anchor_is_the_one_the_runs_were_configured_with(tmp_path):
-    tiny_anchor = BaselineConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10,
-                                 note="Measured here, on 10 seeds.")
-    write_sweep(tmp_path / "tiny", effects={5e-6: 0.0}, seeds=(1, 2), baseline=tiny_anchor)
+    tiny_anchor = AnchorConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10,
+                               note="Measured here, on 10 seeds.")
+    write_sweep(tmp_path / "tiny", effects={5e-6: 0.0}, seeds=(1, 2), anchor=tiny_anchor)
     main([str(tmp_path / "tiny"), "--out", str(tmp_path / "out"), "--no-plots"])
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert summary["delta_anchor"].iloc[0] == pytest.approx(summary["mean"].iloc[0] - 38.5)
@@ -140,7 +140,7 @@ def test_auto_anchor_is_the_one_the_runs_were_configured_with(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--baseline", "cfg.learning_rate=7e-06"], "matches 0 configs"),
-    (["--baseline", "warmup=0.1"], "is not a label or a column=value term"),
+    (["--baseline", "warmup=0.1"], "'warmup' is not a key that differs between the configs"),
     (["--metric", "avg_at_64"], "metric 'avg_at_64' is in no run; use one of"),
     (["--alpha", "5"], "alpha=5.0 must be in (0, 1)"),
     (["--anchor", "nowhere"], "anchor 'nowhere'"),
@@ -244,13 +244,13 @@ def test_pool_anchor_adds_the_anchors_runs_to_the_pooled_sd(sweep, tmp_path):
 
 
 def test_a_failed_run_with_another_anchor_neither_decides_it_nor_stops_the_summary(tmp_path, capsys):
-    """Issue 15, 4: one run failed before training, configured with another baseline section."""
-    tiny_anchor = BaselineConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10,
-                                 note="Measured here.")
-    write_sweep(tmp_path / "sweep", effects={5e-6: 0.0, 1e-5: 1.2}, seeds=(1, 2, 3), baseline=tiny_anchor)
+    """Issue 15, 4: one run failed before training, configured with another anchor section."""
+    tiny_anchor = AnchorConfig(label="tiny base model", metric="avg_at_n", mean=38.5, sd=2.9, n=10,
+                               note="Measured here.")
+    write_sweep(tmp_path / "sweep", effects={5e-6: 0.0, 1e-5: 1.2}, seeds=(1, 2, 3), anchor=tiny_anchor)
     write_run(tmp_path / "sweep", learning_rate=2e-5, seed=1, correct=None, state="failed", steps=0)
     write_run(tmp_path / "sweep", learning_rate=2e-5, seed=2, correct=None, state="training", steps=3,
-              baseline=tiny_anchor)
+              anchor=tiny_anchor)
     main([str(tmp_path / "sweep"), "--out", str(tmp_path / "out"), "--no-plots", "--baseline", "lr=5e-06"])
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert set(summary["label"]) == {"lr=5e-06", "lr=1e-05"} and summary["n"].eq(3).all()

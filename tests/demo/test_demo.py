@@ -76,6 +76,6 @@ def test_reduced_demo_runs_to_verdicts_and_opsd_beats_the_base_model(tiny, tmp_p
     assert opsd["delta_baseline"] > 20 and opsd["verdict"] == "better", table.to_string()
     assert {"ci_low", "ci_high", "baseline_low", "baseline_high", "delta_anchor"} <= set(table.columns)
     assert base["mean"] < opsd["mean"]
-    assert opsd["delta_anchor"] == pytest.approx(opsd["mean"] - tiny.baseline.mean)
+    assert opsd["delta_anchor"] == pytest.approx(opsd["mean"] - tiny.anchor.mean)
     assert list((tmp_path / "summary/plots").glob("*.png"))
     check_all_scripts(tmp_path / "tiny-demo", tmp_path / "analysis", "max_steps=0", "lr=0.01")  # analysis/*.py

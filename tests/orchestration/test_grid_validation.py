@@ -16,7 +16,11 @@ from tests.conftest import run_sweep
      ["train.global_batch_size=16 != GPUs 1 x per_device_batch_size 8 x grad_accum_steps 1 = 8"], []),
     (["train.num_gpus=2", "train.global_batch_size=16", "seed=1,2", "hydra.launcher.gpus=[0]"],
      ["needs 2 GPUs but the launcher (GPUs ['0']) has 1", "hydra.launcher.gpus=[...]"], []),
-], ids=["unknown-key", "invalid-value", "batch-sizes", "too-many-gpus"])
+    # the published anchor's group was called baseline; the old name is refused with the new one
+    (["baseline=tiny", "seed=1,2"], ["override 'baseline=tiny': the published anchor", "is now called 'anchor'",
+                                     "write 'anchor=tiny'"], []),
+    (["baseline.mean=40", "seed=1,2"], ["override 'baseline.mean=40'", "write 'anchor.mean=40'"], []),
+], ids=["unknown-key", "invalid-value", "batch-sizes", "too-many-gpus", "old-anchor-group", "old-anchor-key"])
 def test_an_invalid_grid_fails_at_once_with_every_problem(tmp_path, cache_dir, grid, expected, unexpected):
     proc = run_sweep(["-m", "profile=tiny", *grid], tmp_path, cache_dir, timeout=120)
     output = proc.stdout + proc.stderr

@@ -9,15 +9,16 @@ import pytest
 
 from scipy import stats as sps
 
-from opsd_sweep.inference.arms import Arm, RunSD, compare_arms
+from opsd_sweep.inference.arms import Anchor, Arm, RunSD, compare_arms
 from opsd_sweep.inference.stats import holm, pooled_sd
-from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RaceState, RunResult, decide, run_race
+from opsd_sweep.race import RaceSettings, RaceSpec, RaceState, RunResult, decide, run_race
+from opsd_sweep.race.policy import live_configs
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 
 SETTINGS = dict(min_seeds=3, max_seeds=8, seeds_per_round=1, alpha=0.05, stop_alpha=0.02, eliminate_alpha=0.05,
                 anchor_alpha=0.01, target_half_width=0.0, budget_gpu_hours=None, confirm_seeds=2, first_seed=1,
                 max_failures=2)
-ANCHOR = Anchor("paper", 54.22, 1.48, 5)
+ANCHOR = Anchor("paper", "avg_at_n", 54.22, 1.48, 5)
 
 
 def spec(configs=("base", "a", "b"), baseline="base", anchor=ANCHOR, **changes) -> RaceSpec:
@@ -265,3 +266,41 @@ def test_the_futile_configs_survive_a_resume_and_old_logs_read_without_them():
 def test_a_negative_futility_effect_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"futility_effect=-1.0 must be >= 0 points, or null / 0 \(off\)"):
         spec(futility_effect=-1.0)
+
+
+# --- collapsed runs: a finding, not a failure ----------------------------------------------------------
+
+def stopped(config, seed, step, phase="race"):
+    """A run stopped at its collapse (train.stop_on_collapse): no score."""
+    return RunResult(config, seed, phase, "collapsed", gpu_hours=0.5, collapse_step=step)
+
+
+def test_a_collapsed_run_is_not_replaced_and_its_config_is_judged_on_its_other_seeds():
+    scores = {"base": [50.0, 53.0, 51.0], "a": [52.0, 54.0], "b": [52.0, 55.0, 50.0]}
+    results = table(scores) + [stopped("a", 3, 7)]
+    step = decide(results, RaceState(), spec())
+    # seed 3 counts: the round is assessed at once, and seed 4 is the next round's, for every config
+    assert step.state.round == 1 and sorted((q.config, q.seed) for q in step.runs) == [("a", 4), ("b", 4), ("base", 4)]
+    a = decisions(step)["a"]
+    assert (a["seeds"], a["n"], a["collapse_steps"]) == (3, 2, [7])
+    assert a["mean"] == pytest.approx(53.0)  # its scored seeds only, as the summary's verdicts
+    # a failed run, by contrast, is replaced
+    failed = decide(table(scores) + [RunResult("a", 3, "race", "failed", error="boom")], RaceState(), spec())
+    assert failed.state.round == 0 and [(q.config, q.seed) for q in failed.runs] == [("a", 4)]
+
+
+def test_a_collapsed_run_that_trained_on_keeps_its_score_but_stays_out_of_the_pooled_sd():
+    scores = {"base": [50.0, 53.0, 51.0], "a": [52.0, 54.0, 53.0], "b": [52.0, 55.0, 50.0]}
+    results = table(scores) + [RunResult("a", 4, "race", "done", 5.0, 1.0, collapse_step=12)]
+    rows = decisions(decide(results, RaceState(), spec(min_seeds=3, max_seeds=3)))
+    assert rows["a"]["mean"] == pytest.approx((52 + 54 + 53 + 5) / 4) and rows["a"]["collapse_steps"] == [12]
+    sd, _ = pooled_sd([np.array(v) for v in scores.values()])  # the pool of the summary: no collapsed run
+    assert rows["a"]["pooled_sd"] == pytest.approx(sd)
+
+
+def test_a_config_whose_every_seed_collapsed_leaves_the_race_saying_so():
+    results = table({"base": [50.0, 53.0, 51.0], "b": [52.0, 55.0, 50.0]}) + [stopped("a", s, 5 + s) for s in (1, 2, 3)]
+    step = decide(results, RaceState(), spec())
+    assert step.state.dropped == {"a": "collapsed in 3 of 3 seeds, at steps 6, 7, 8: no score to race on"}
+    assert decisions(step)["a"]["action"] == "drop" and "a" not in live_configs(spec(), step.state)
+    assert all(q.config != "a" for q in step.runs)

@@ -11,7 +11,8 @@ from hydra.plugins.sweeper import Sweeper
 
 from opsd_sweep.config import ConfigError, load_run_config
 from opsd_sweep.cycle import locate_run
-from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunResult, run_race
+from opsd_sweep.inference.arms import Anchor
+from opsd_sweep.race import RaceSettings, RaceSpec, RunResult, run_race
 from opsd_sweep.race.results import read_run_result
 from opsd_sweep.simulate import simulate_run
 from tests.conftest import compose, run_sweep

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from opsd_sweep.analysis.collect import collect
+from opsd_sweep.run.keys import cycle_key
 from opsd_sweep.run.rundir import RunDir
 from opsd_sweep.run.takeover import saved_run_config
 from tests.conftest import run_sweep
@@ -31,6 +32,16 @@ def test_the_saved_config_of_the_last_release_loads_with_todays_schema():
     run = saved_run_config(RunDir(FIXTURE))
     assert run is not None
     assert (run.train.teacher, run.eval.checkpoints, run.eval.suite) == ("fixed", "final", None)
+
+
+def test_a_run_dir_written_before_the_anchor_was_renamed_reads_its_baseline_section_as_the_anchor():
+    # the fixture's config.yaml holds `baseline:` (the published anchor's section before conf/anchor/)
+    assert "\nbaseline:\n" in (FIXTURE / "config.yaml").read_text()
+    run = saved_run_config(RunDir(FIXTURE))
+    assert (run.anchor.label, run.anchor.mean, run.anchor.n) == ("OPSD paper recipe (Qwen3-1.7B)", 54.22, 5)
+    # the anchor is no part of the run key: the rename keeps the key this dir had (computed on main before it)
+    assert cycle_key(run) == "a299f40cc0ded4c6"
+    assert collect([str(FIXTURE.parent)]).anchors[0]["label"] == "OPSD paper recipe (Qwen3-1.7B)"
 
 
 def test_a_rerun_takes_over_the_finished_run_of_the_earlier_key_and_keeps_its_results(tmp_path, cache_dir):

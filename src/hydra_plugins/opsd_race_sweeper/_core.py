@@ -3,7 +3,7 @@
 Follows Hydra's sweeper contract: parse the overrides, expand only sweep overrides, save
 multirun.yaml, validate every batch before launching it, advance the job index across batches.
 A failed job is a failed run of the race (JobReturn.status is checked; return_value is only read from
-completed jobs), never the end of the sweep.
+completed jobs), never the end of the sweep; a collapsed run is one of its config's seeds (race.policy).
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
-from opsd_sweep.race import Anchor, RaceSettings, RaceSpec, RunRequest, RunResult, run_race
+from opsd_sweep.collapse import collapse_count
+from opsd_sweep.inference.arms import Anchor
+from opsd_sweep.race import RaceSettings, RaceSpec, RunRequest, RunResult, run_race
 from opsd_sweep.race.log import RaceLog
 from opsd_sweep.race.results import read_run_result
 from opsd_sweep.run.claims import current_owner, owner_alive
 from opsd_sweep.run.rundir import RunDir
+from opsd_sweep.selector import select_config
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ def race_sweep(sweeper, arguments: list[str]) -> list[dict]:
     fixed, grid = expand_grid(parser, arguments)
     settings = RaceSettings(**{key: sweeper.settings[key] for key in SETTING_KEYS})
     metric = sweeper.settings["metric"]
-    spec = RaceSpec(tuple(grid), find_baseline(parser, sweeper.settings["baseline"], grid),
+    spec = RaceSpec(tuple(grid), find_baseline(sweeper.settings["baseline"], grid),
                     _anchor(config, metric), settings)
     sweep_dir = Path(config.hydra.sweep.dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -84,24 +87,21 @@ def expand_grid(parser: OverridesParser, arguments: Sequence[str]) -> tuple[list
     return fixed, grid
 
 
-def find_baseline(parser: OverridesParser, baseline: str | None, grid: dict[str, tuple[str, ...]]) -> str | None:
-    """The one config whose overrides include every `key=value` of `baseline` (None: no baseline)."""
+def find_baseline(baseline: str | None, grid: dict[str, tuple[str, ...]]) -> str | None:
+    """The one config of the grid that the selector `baseline` picks (opsd_sweep.selector: the summary's
+    --baseline syntax), matched on each config's sweep overrides by value; None: no baseline."""
     if baseline is None:
         return None
-    wanted = {f"{o.get_key_element()}={o.get_value_element_as_str()}" for o in parser.parse_overrides(baseline.split())}
-    matches = [label for label, overrides in grid.items() if wanted <= set(overrides)]
-    if len(matches) != 1:
-        raise ValueError(f"hydra.sweeper.baseline={baseline!r} matches {len(matches)} configs of the grid "
-                         f"{list(grid)}; name exactly one of them (e.g. hydra.sweeper.baseline='{next(iter(grid))}')")
-    return matches[0]
+    configs = {label: dict(o.split("=", 1) for o in overrides) for label, overrides in grid.items()}
+    return select_config(baseline, configs, "hydra.sweeper.baseline")
 
 
 def _anchor(config, metric: str) -> Anchor | None:
-    """The published anchor of conf/baseline/ when it reports the metric the race decides on."""
-    b = config.get("baseline")
-    if b is None or b.get("metric") != metric:
+    """The run config's published anchor (conf/anchor/) when it reports the metric the race decides on."""
+    section = config.get("anchor")
+    if section is None or section.get("metric") != metric:
         return None
-    return Anchor(str(b.label), float(b.mean), float(b.sd), int(b.n))
+    return Anchor.of(section)
 
 
 class LaunchRuns:
@@ -148,11 +148,16 @@ def _print(record: dict) -> None:
         ci_text = f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci[0] is not None else "[-]"
         p = " ".join(f"p_{k}={record[f'p_{k}']:.3g}" for k in ("best", "baseline", "anchor")
                      if record.get(f"p_{k}") is not None)
+        steps = record.get("collapse_steps") or []
+        collapsed = f" ({collapse_count(record['seeds'], steps)}; scored n={record['n']})" if steps else ""
         log.info(f"race round {record['round']} ({record['phase']}): {record['config']}: n={record['n']} "
-                 f"mean={record['mean']:.2f} CI {ci_text} {p} -> {record['action']}")
+                 f"mean={record['mean']:.2f} CI {ci_text} {p} -> {record['action']}{collapsed}")
     elif kind == "decision":
         log.info(f"race round {record['round']}: {record['config']} -> {record['action']} ({record.get('reason')})")
     elif kind == "stop":
         log.info(f"race: stop after round {record['round']}: {record['reason']}; winner {record['winner']!r}")
+    elif kind == "run" and record["state"] == "collapsed":
+        log.info(f"race: run {record['config']} s{record['seed']} collapsed at step {record['collapse_step']}"
+                 ": a finding about the config, counted as one of its seeds and not replaced (no score)")
     elif kind == "run" and record["state"] != "done":
         log.info(f"race: run {record['config']} s{record['seed']} failed: {record['error']}")

@@ -27,8 +27,8 @@ class RaceSweeperConf:
     budget_gpu_hours: Optional[float] = MISSING  # stop before a round would pass it; null = no budget
     confirm_seeds: int = MISSING  # fresh seeds of the winner after the race
     first_seed: int = MISSING  # seeds are first_seed, first_seed + 1, ...
-    max_failures: int = MISSING  # failed runs after which a config leaves the race
-    baseline: Optional[str] = MISSING  # the in-sweep baseline config as overrides, e.g. "learning_rate=5e-6"
+    max_failures: int = MISSING  # failed runs after which a config leaves the race (a collapse is no failure)
+    baseline: Optional[str] = MISSING  # the in-sweep baseline, a selector (opsd_sweep.selector): "lr=5e-6"
     metric: str = MISSING  # eval.json metric the race decides on
     claim_poll_seconds: float = MISSING  # how often to look at a run that another sweep is running
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf.errors import OmegaConfBaseException
 
-from opsd_sweep.collapse import find_collapse, rule_of
+from opsd_sweep.collapse import collapse_count, find_collapse, rule_of
 from opsd_sweep.run.rundir import RunDir
 
 RULE = ("a run collapsed at the first of `train.collapse.patience` steps in a row whose kl_true, rollout length "
@@ -43,16 +43,8 @@ def collapse_of_dir(path: str) -> float | None:
 
 def per_config(steps: pd.DataFrame) -> list[str]:
     """One sentence per config from rows (label, collapse_step) of its trained runs."""
-    lines = []
-    for label, group in steps.groupby("label", sort=True):
-        collapsed = sorted(int(s) for s in group["collapse_step"].dropna())
-        n = len(group)
-        if collapsed:
-            lines.append(f"{label}: collapsed in {len(collapsed)} of {n} seeds, at steps "
-                         f"{', '.join(map(str, collapsed))}")
-        else:
-            lines.append(f"{label}: no collapse in {n} seed{'s' * (n != 1)}")
-    return lines
+    return [f"{label}: {collapse_count(len(group), [int(s) for s in group['collapse_step'].dropna()])}"
+            for label, group in steps.groupby("label", sort=True)]
 
 
 def trained_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -81,6 +73,15 @@ def summary_section(runs: pd.DataFrame) -> list[str]:
     return lines
 
 
+RACE_JUDGES_COLLAPSES = (
+    "The race counts a collapsed seed as one of its config's seeds and does not replace it (a collapse is a "
+    "finding about the config, not a failure). It judges configs as the summary does: a run stopped at "
+    "its collapse (train.stop_on_collapse) has no score, so its config is judged on its other seeds (and "
+    "leaves the race when every seed collapsed); a collapsed run that trained on keeps its score in its "
+    "config's mean but stays out of the pooled run-to-run SD (the summary's pool leaves it out too, unless "
+    "--pool-include collapsed; the race has no such switch).")
+
+
 def race_lines(run_dirs: dict[str, list[str]]) -> list[str]:
     """The race report's collapse lines: per config, its race runs' collapses (run dirs from race.jsonl)."""
     rows = [{"label": config, "collapse_step": step} for config, paths in run_dirs.items() for path in paths
@@ -90,4 +91,6 @@ def race_lines(run_dirs: dict[str, list[str]]) -> list[str]:
     table = pd.DataFrame(rows)
     if table["collapse_step"].isna().all():
         return [f"No run of the race collapsed ({RULE})."]
-    return [f"Collapses ({RULE}):", "", *[f"- {x}" for x in per_config(table)]]
+    return [f"Collapses ({RULE}):", "", *[f"- {x}" for x in per_config(table)], "",
+            RACE_JUDGES_COLLAPSES]
+

@@ -26,9 +26,9 @@ from opsd_sweep.inference.stats import eval_sampling_variance
 from opsd_sweep.run import takeover
 from opsd_sweep.run.keys import EVAL_ONLY, keying
 from opsd_sweep.run.rundir import RunDir, find_run_dirs, gpu_hours
+from opsd_sweep.selector import SHORT_NAMES
 
 TAIL_FRACTION = 0.10  # "final" training diagnostics = mean over the last 10% of steps
-SHORT_NAMES = {"learning_rate": "lr"}
 # Knobs that only shape training: an untrained run (train.max_steps=0, the base model) ignores them.
 TRAINING_KNOBS = ("cfg.learning_rate", "cfg.clip", "cfg.loss_top_k", "cfg.train.", "cfg.loss.", "cfg.rollout.",
                   "cfg.data.")
@@ -53,7 +53,7 @@ class Collection:
     samples: pd.DataFrame  # one row per run x problem x sample (SAMPLE_COLUMNS)
     skipped: pd.DataFrame  # path, state, reason: every run dir the statistics do not use
     fixed: dict  # config values shared by every run-dir run (for the report header)
-    anchors: list[dict] = field(default_factory=list)  # distinct `baseline` sections the runs were configured with
+    anchors: list[dict] = field(default_factory=list)  # distinct `anchor` sections of the runs' configs
 
 
 # --- reading one run -----------------------------------------------------------------------------
@@ -391,12 +391,13 @@ def count_each_run_once(runs: pd.DataFrame, finished: set[str]) -> tuple[pd.Data
 
 
 def configured_anchors(runs: pd.DataFrame) -> list[dict]:
-    """The distinct published anchors (config section `baseline`) that the runs were configured with."""
-    columns = [c for c in runs.columns if c.startswith("cfg.baseline.")]
+    """The distinct published anchors (config section `anchor`; `baseline` in run dirs written before the
+    rename, read as `anchor`: run/added.py) that the runs were configured with."""
+    columns = [c for c in runs.columns if c.startswith("cfg.anchor.")]
     if not columns:
         return []
     distinct = runs[columns].dropna(how="all").drop_duplicates()
-    return [{c.removeprefix("cfg.baseline."): v for c, v in row.items()} for row in distinct.to_dict("records")]
+    return [{c.removeprefix("cfg.anchor."): v for c, v in row.items()} for row in distinct.to_dict("records")]
 
 
 def left_out_line(skipped: pd.DataFrame, report: Path) -> str:

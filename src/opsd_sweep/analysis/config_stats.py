@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from opsd_sweep.analysis.collect import is_base_model, short_names
+from opsd_sweep.analysis.collect import is_base_model
 from opsd_sweep.analysis.settings import SummarySettings
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.arms import Anchor, Arm, RunSD, anchor_arm, compare_arms, run_sd
 from opsd_sweep.inference.sensitivity import verdict_holds_to_sd
+from opsd_sweep.selector import select_config
 
 
 @dataclass
@@ -52,9 +53,9 @@ def select_baseline(table: pd.DataFrame, selector: str | None, declared: Sequenc
 
     `selector`: None or 'none' (no baseline); 'auto' (the untrained base model, train.max_steps=0, when
     the sweep has exactly one such config; without one, the baseline a race of these runs declared:
-    `declared`, the labels of those configs); a label; or `col=value[,col=value]` terms. Columns may be
-    named as in the labels (`lr`, `clip`) or without the `cfg.` prefix; values compare as numbers when
-    both sides are numbers. Raises naming the configs when it matches none or several.
+    `declared`, the labels of those configs); else a selector (opsd_sweep.selector: a label, or `key=value`
+    terms as the race's hydra.sweeper.baseline takes). Raises naming the configs when it matches none or
+    several.
     """
     if selector is None or selector.lower() == "none":
         return None, "none (--baseline none)"
@@ -70,33 +71,13 @@ def select_baseline(table: pd.DataFrame, selector: str | None, declared: Sequenc
         return None, (f"auto: the races declare {len(declared)} baselines {declared}, so none; pick one with "
                       "--baseline" if declared else "auto: the sweep has no untrained base model and no race "
                       "declares a baseline; pick one with --baseline")
-    if selector in set(table["label"]):
-        return selector, f"--baseline {selector}"
-    config_columns = [c for c in table.columns if c.startswith("cfg.")]
-    by_name = {name: column for column, name in short_names(config_columns).items()}
-    by_name |= {c.removeprefix("cfg."): c for c in config_columns} | {c: c for c in config_columns}
-    mask = pd.Series(True, index=table.index)
-    for term in selector.split(","):
-        name, sep, value = term.strip().partition("=")
-        column = by_name.get(name.strip())
-        if not sep or column is None:
-            raise ValueError(f"baseline selector {selector!r}: {term.strip()!r} is not a label or a column=value "
-                             f"term; configs: {list(table['label'])}")
-        mask &= table[column].map(lambda v, want=value.strip(): _same_value(v, want))
-    matched = table.loc[mask, "label"].tolist()
-    if len(matched) != 1:
-        raise ValueError(f"baseline selector {selector!r} matches {len(matched)} configs {matched}; it must match "
-                         f"exactly one of {list(table['label'])}")
-    return matched[0], f"--baseline {selector}"
+    return select_config(selector, configs_of(table), "--baseline"), f"--baseline {selector}"
 
 
-def _same_value(value, wanted: str) -> bool:
-    if wanted.lower() in ("none", "null"):  # an unset knob (loss_top_k=null) is a missing value in the table
-        return value is None or (isinstance(value, float) and math.isnan(value))
-    try:
-        return math.isclose(float(value), float(wanted), rel_tol=1e-9)
-    except (TypeError, ValueError):
-        return str(value) == wanted
+def configs_of(table: pd.DataFrame) -> dict[str, dict]:
+    """{label: {config key: value}} of a table with one row per config (the selector's input)."""
+    columns = [c for c in table.columns if c.startswith("cfg.")]
+    return {row["label"]: {c.removeprefix("cfg."): row[c] for c in columns} for _, row in table.iterrows()}
 
 
 # The mean correctness over every problem x sample in samples.parquet: the metrics whose eval-sampling
@@ -210,7 +191,9 @@ def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, s
         low, high = stats.bounded(comp.low, comp.high, stats.DIFFERENCE_BOUNDS) if percent else (comp.low, comp.high)
         out.append({f"delta_{prefix}": comp.delta, f"{prefix}_low": low, f"{prefix}_high": high,
                     f"p_{prefix}": comp.p})
-    frame = pd.DataFrame(out, index=table.index)
+    # the columns named: a table of the reference alone (every other config collapsed) compares nothing
+    columns = [f"delta_{prefix}", f"{prefix}_low", f"{prefix}_high", f"p_{prefix}"]
+    frame = pd.DataFrame(out, index=table.index, columns=columns)
     frame[f"p_{prefix}_holm"] = stats.holm(frame[f"p_{prefix}"].to_numpy(float))
     frame[f"q_{prefix}_bh"] = stats.benjamini_hochberg(frame[f"p_{prefix}"].to_numpy(float))
     return frame

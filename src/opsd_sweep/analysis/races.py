@@ -36,7 +36,7 @@ class Race:
     final: pd.DataFrame  # FINAL_COLUMNS, one row per config live at the stop
     eliminations: pd.DataFrame  # ELIMINATION_COLUMNS: configs eliminated (worse than the best), futile or dropped
     timeline: pd.DataFrame  # TIMELINE_COLUMNS: every race-phase assessment, for the progress plot
-    totals: dict  # runs, done, failed, confirm_runs, gpu_hours, simulated, grid_runs
+    totals: dict  # runs, done, collapsed, failed, confirm_runs, gpu_hours, simulated, grid_runs
     baseline_dirs: frozenset[str]  # resolved run dirs of the declared in-sweep baseline's runs
     run_dirs: dict[str, list[str]] = field(default_factory=dict)  # config -> its runs' dirs (collapse lines)
 
@@ -159,14 +159,16 @@ def timeline_table(decisions: list[dict], metric: str) -> pd.DataFrame:
 
 
 def run_totals(records: list[dict], header: dict, simulated_dirs: frozenset[str] = frozenset()) -> dict:
-    """Runs done and failed, runs of the confirmation, GPU-hours spent, simulated runs, and the runs a
-    fixed grid of every config at max_seeds would have taken (for scale)."""
+    """Runs done, stopped at their collapse and failed, runs of the confirmation, GPU-hours spent, simulated
+    runs, and the runs a fixed grid of every config at max_seeds would have taken (for scale)."""
     runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r.get("type") == "run"}
     done = [r for r in runs.values() if r["state"] == "done"]
     simulated = sum(r.get("run_dir") is not None and str(Path(r["run_dir"]).resolve()) in simulated_dirs
                     for r in done)
     max_seeds = (header.get("settings") or {}).get("max_seeds")
-    return {"runs": len(runs), "done": len(done), "failed": len(runs) - len(done),
+    collapsed = sum(r["state"] == "collapsed" for r in runs.values())
+    return {"runs": len(runs), "done": len(done), "collapsed": collapsed,
+            "failed": len(runs) - len(done) - collapsed,
             "confirm_runs": sum(r["phase"] == "confirm" for r in runs.values()),
             "gpu_hours": float(sum(r.get("gpu_hours") or 0.0 for r in runs.values())),
             "simulated": simulated, "grid_runs": len(header["configs"]) * max_seeds if max_seeds else None}
@@ -192,7 +194,8 @@ def declared_baseline_labels(races: list[Race], runs: pd.DataFrame) -> list[str]
 def outcome_line(race: Race) -> str:
     """One line on how the race ended, for the console."""
     t = race.totals
-    spent = f"{t['runs']} runs ({t['failed']} failed), {t['gpu_hours']:.1f} GPU-hours"
+    stopped = f"{t['collapsed']} stopped at a collapse, " if t["collapsed"] else ""
+    spent = f"{t['runs']} runs ({stopped}{t['failed']} failed), {t['gpu_hours']:.1f} GPU-hours"
     if race.stop is None:
         last = int(race.timeline["round"].max()) if not race.timeline.empty else None
         where = f"after round {last}" if last is not None else "before its first assessment"

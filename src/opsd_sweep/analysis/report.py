@@ -290,8 +290,9 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
     if collapsed := race_lines(race.run_dirs):
         lines += ["", *collapsed]
     grid = f"; every config at max_seeds would be {t['grid_runs']} runs without confirmation" if t["grid_runs"] else ""
-    lines += ["", f"Spent: {t['runs']} runs ({t['done']} done, {t['failed']} failed, {t['confirm_runs']} in the "
-                  f"confirmation), {t['gpu_hours']:.1f} GPU-hours{grid}.",
+    lines += ["", f"Spent: {t['runs']} runs ({t['done']} done, {t['collapsed']} stopped at a collapse, "
+                  f"{t['failed']} failed, {t['confirm_runs']} in the confirmation), {t['gpu_hours']:.1f} "
+                  f"GPU-hours{grid}.",
               "", "These are the race's own decisions, as logged. The Verdicts table above re-analyses every run, "
                   "eliminated configs included, with the summary's settings, so its numbers can differ."]
     if plot is not None:

@@ -1,5 +1,5 @@
 """Typed settings of the summary (defaults in conf/summary.yaml) and the loading of the published anchor
-(conf/baseline/; its type is inference.arms.Anchor)."""
+(conf/anchor/; its type is inference.arms.Anchor)."""
 
 from __future__ import annotations
 
@@ -67,9 +67,9 @@ AUTO = "auto"
 
 
 def load_anchor(name: Optional[str], configured: list[dict] = ()) -> Optional[Anchor]:
-    """The anchor named in conf/baseline/ (or a YAML path); None when name is None or 'none'.
+    """The anchor named in conf/anchor/ (or a YAML path); None when name is None or 'none'.
 
-    'auto' is the anchor the runs were configured with (`configured`: their distinct `baseline`
+    'auto' is the anchor the runs were configured with (`configured`: their distinct `anchor`
     sections), so a tiny-profile sweep is compared with the tiny anchor, not with the paper's.
     """
     if name is None or name.lower() == "none":
@@ -80,14 +80,9 @@ def load_anchor(name: Optional[str], configured: list[dict] = ()) -> Optional[An
             raise ValueError(f"anchor auto: the runs were configured with {len(configured)} different anchors "
                              f"{labels}; summarise one kind of run per call, or pick one with --anchor NAME "
                              f"(or --anchor none)")
-        return _anchor_from(configured[0]) if configured else None
-    path = Path(name) if name.endswith((".yaml", ".yml")) else CONF_DIR / "baseline" / f"{name}.yaml"
+        return Anchor.of(configured[0]) if configured else None
+    path = Path(name) if name.endswith((".yaml", ".yml")) else CONF_DIR / "anchor" / f"{name}.yaml"
     if not path.exists():
-        known = sorted(p.stem for p in (CONF_DIR / "baseline").glob("*.yaml"))
+        known = sorted(p.stem for p in (CONF_DIR / "anchor").glob("*.yaml"))
         raise ValueError(f"anchor {name!r}: {path} not found; use one of {known}, auto, a YAML path, or none")
-    return _anchor_from(OmegaConf.to_container(OmegaConf.load(path)))
-
-
-def _anchor_from(data: dict) -> Anchor:
-    return Anchor(label=str(data["label"]), metric=str(data["metric"]), mean=float(data["mean"]),
-                  sd=float(data["sd"]), n=int(data["n"]), note=str(data.get("note") or ""))
+    return Anchor.of(OmegaConf.to_container(OmegaConf.load(path)))

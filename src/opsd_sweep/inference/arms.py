@@ -25,7 +25,7 @@ SHARED = ("pooled", "pooled (1 run)", "known")
 
 @dataclass(frozen=True)
 class Anchor:
-    """A published result: mean and SD of `metric` over n runs."""
+    """A published result: mean and SD of `metric` over n runs (conf/anchor/; a run config's `anchor`)."""
 
     label: str
     metric: str
@@ -33,6 +33,12 @@ class Anchor:
     sd: float
     n: int
     note: str = ""  # where it comes from and how far to trust it
+
+    @classmethod
+    def of(cls, section) -> "Anchor":
+        """From a conf/anchor/ file or a run config's `anchor` section (a mapping)."""
+        return cls(label=str(section["label"]), metric=str(section["metric"]), mean=float(section["mean"]),
+                   sd=float(section["sd"]), n=int(section["n"]), note=str(section.get("note") or ""))
 
 
 @dataclass(frozen=True)

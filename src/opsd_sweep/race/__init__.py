@@ -7,7 +7,7 @@ Pure policy (`policy.decide`: results table in, decisions and next runs out), it
 
 from opsd_sweep.race.driver import run_race
 from opsd_sweep.race.policy import RaceState, RunRequest, RunResult, Step, decide
-from opsd_sweep.race.settings import Anchor, RaceSettings, RaceSpec
+from opsd_sweep.race.settings import RaceSettings, RaceSpec
 
-__all__ = ["Anchor", "RaceSettings", "RaceSpec", "RaceState", "RunRequest", "RunResult", "Step", "decide",
+__all__ = ["RaceSettings", "RaceSpec", "RaceState", "RunRequest", "RunResult", "Step", "decide",
            "run_race"]

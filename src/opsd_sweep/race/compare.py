@@ -19,10 +19,24 @@ from opsd_sweep.inference.stats import Comparison, pooled_sd
 
 @dataclass(frozen=True)
 class ConfigSummary:
-    """One config's runs: scores (R,)."""
+    """One config's runs: scores (R,) of its scored runs, and its collapses (opsd_sweep.collapse).
+
+    `pool_scores`: the scores that enter the pooled run-to-run SD, those of runs that did not collapse (None:
+    all of them). A collapsed run that trained on keeps its score here, as in the summary, but its spread says
+    nothing about a working config's noise. `stopped`: runs stopped at their collapse, with no score;
+    `collapse_steps`: the step of every collapsed run, stopped or not.
+    """
 
     config: str
     scores: np.ndarray
+    pool_scores: np.ndarray | None = None
+    stopped: int = 0
+    collapse_steps: tuple[int, ...] = ()
+
+    @property
+    def seeds(self) -> int:
+        """Seeds run: scored or stopped at a collapse."""
+        return self.n + self.stopped
 
     @property
     def n(self) -> int:
@@ -42,7 +56,7 @@ class Pooled:
 
     @classmethod
     def of(cls, summaries: list[ConfigSummary]) -> "Pooled":
-        sd, df = pooled_sd([s.scores for s in summaries])
+        sd, df = pooled_sd([s.scores if s.pool_scores is None else s.pool_scores for s in summaries])
         return cls(sd * sd, df)
 
 

@@ -1,8 +1,9 @@
 """race.jsonl: every record of a race, one JSON object per line, appended as it happens.
 
 Record types: "race" (header: configs, baseline, anchor, settings), "run" (one finished run: config,
-seed, phase, state, score, run_dir), "decision" (round, phase, config, n, mean, ci, p_best, p_baseline,
-p_anchor, action), "stop" (round, reason, winner) and "state" (a snapshot `RaceState` restores).
+seed, phase, state done | collapsed | failed, score, collapse_step, run_dir), "decision" (round, phase,
+config, n, mean, ci, p_best, p_baseline, p_anchor, seeds, collapse_steps, action), "stop" (round, reason,
+winner) and "state" (a snapshot `RaceState` restores).
 A restarted race reads the file back: the last state, and the runs (re-read from their run dirs).
 """
 
@@ -80,8 +81,8 @@ def _header(spec: RaceSpec, metric: str) -> dict:
 
 
 def _reread(record: dict, metric: str) -> RunResult:
-    """A logged run as a result: done runs are read again from their run dir (per-problem data)."""
-    if record["state"] == "done" and record.get("run_dir"):
+    """A logged run as a result: done and collapsed runs are read again from their run dir."""
+    if record["state"] in ("done", "collapsed") and record.get("run_dir"):
         return read_run_result(record["run_dir"], record["config"], record["seed"], record["phase"], metric)
     return RunResult(record["config"], record["seed"], record["phase"], "failed", gpu_hours=record["gpu_hours"],
                      run_dir=record.get("run_dir"), error=record.get("error"))

@@ -20,6 +20,10 @@ min(max_seeds, min_seeds + r * seeds_per_round) finished runs; then it assesses 
   race, at stop_alpha after an undecided one), and their mean alone is reported as the winner's
   unbiased score.
 Failed runs are replaced by fresh seeds; a config with max_failures failed runs leaves the race.
+A collapsed run (opsd_sweep.collapse) is a finding, not a failure: it counts as one of its config's seeds
+and is not replaced. As in the summary, a run stopped at its collapse (train.stop_on_collapse) has no score,
+so the config is judged on its other seeds (and leaves the race when every seed collapsed); a collapsed run
+that trained on keeps its score, but stays out of the pooled run-to-run SD.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from opsd_sweep.collapse import collapse_count
 from opsd_sweep.inference.stats import holm, t_interval, t_ppf, verdict, welch_vs_anchor
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 from opsd_sweep.race.settings import RaceSpec
@@ -50,15 +55,17 @@ class RunResult:
     config: str
     seed: int
     phase: str
-    state: str  # done | failed
+    state: str  # done | collapsed (stopped at its collapse: no score) | failed
     score: Optional[float] = None
     gpu_hours: float = 0.0
     run_dir: Optional[str] = None
     error: Optional[str] = None
+    collapse_step: Optional[int] = None  # where it collapsed (a done run may have trained on through it)
 
     def to_record(self) -> dict:
         return {"type": "run", "config": self.config, "seed": self.seed, "phase": self.phase, "state": self.state,
-                "score": self.score, "gpu_hours": self.gpu_hours, "run_dir": self.run_dir, "error": self.error}
+                "score": self.score, "gpu_hours": self.gpu_hours, "run_dir": self.run_dir,
+                "error": self.error, "collapse_step": self.collapse_step}
 
 
 @dataclass(frozen=True)
@@ -138,12 +145,16 @@ def _drop_failing(results, state: RaceState, spec: RaceSpec) -> tuple[RaceState,
     return (replace(state, dropped=dropped) if records else state), records
 
 
+SEEDS_RUN = ("done", "collapsed")  # states of a seed that counts (a failed one is replaced)
+
+
 def _missing_runs(results, configs: list[str], target: int, phase: str, first_seed: int) -> list[RunRequest]:
-    """Runs that bring each config to `target` finished runs in this phase; failed seeds are not reused."""
+    """Runs that bring each config to `target` seeds run in this phase, collapsed ones included (a collapse is
+    a finding, not replaced); failed seeds are not reused."""
     runs = []
     for config in configs:
         mine = [r for r in results if r.config == config and r.phase == phase]
-        need = target - sum(r.state == "done" for r in mine)
+        need = target - sum(r.state in SEEDS_RUN for r in mine)
         tried = {r.seed for r in mine}
         seed = first_seed
         while need > 0:
@@ -157,10 +168,24 @@ def _missing_runs(results, configs: list[str], target: int, phase: str, first_se
 def _summaries(results, configs: list[str], phases: tuple[str, ...]) -> dict[str, ConfigSummary]:
     out = {}
     for config in configs:
-        done = sorted((r for r in results if r.config == config and r.state == "done" and r.phase in phases),
-                      key=lambda r: (r.phase, r.seed))
-        out[config] = ConfigSummary(config, np.array([r.score for r in done], dtype=float))
+        mine = [r for r in results if r.config == config and r.phase in phases and r.state in SEEDS_RUN]
+        mine.sort(key=lambda r: (r.phase, r.seed))
+        done = [r for r in mine if r.state == "done"]
+        out[config] = ConfigSummary(
+            config, np.array([r.score for r in done], dtype=float),
+            pool_scores=np.array([r.score for r in done if r.collapse_step is None], dtype=float),
+            stopped=len(mine) - len(done),
+            collapse_steps=tuple(r.collapse_step for r in mine if r.collapse_step is not None))
     return out
+
+
+def _drop_unscored(summaries: dict[str, ConfigSummary], state: RaceState) -> tuple[RaceState, list[dict]]:
+    """Configs whose every seed was stopped at its collapse leave the race: there is no score to race on."""
+    gone = {c: f"{collapse_count(s.seeds, list(s.collapse_steps))}: no score to race on"
+            for c, s in summaries.items() if s.n == 0 and s.stopped}
+    records = [{"type": "decision", "round": state.round, "phase": state.phase, "config": c, "action": "drop",
+                "reason": why} for c, why in gone.items()]
+    return (replace(state, dropped=dict(state.dropped) | gone) if gone else state), records
 
 
 def _gpu_hours_used(results) -> tuple[float, float]:
@@ -173,8 +198,14 @@ def _gpu_hours_used(results) -> tuple[float, float]:
 
 def _assess_round(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
     s = spec.settings
+    summaries = _summaries(results, live_configs(spec, state), ("race",))
+    state, unscored = _drop_unscored(summaries, state)
+    records = records + unscored
     live = live_configs(spec, state)
-    summaries = _summaries(results, live, ("race",))
+    if not live:
+        done = replace(state, phase="done", stop_reason="no config left (every seed collapsed or failed)")
+        return Step(done, records + [_stop_record(done)], [])
+    summaries = {c: summaries[c] for c in live}
     rows = assess(summaries, spec, state.round, "race", futile=len(state.futile))
     best = max(live, key=lambda c: summaries[c].mean)
     eliminated, futile = dict(state.eliminated), dict(state.futile)
@@ -268,6 +299,7 @@ def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, pha
         rows.append(_clean({
             "type": "decision", "round": round_, "phase": phase, "config": config, "n": summ.n, "mean": summ.mean,
             "ci": [ci.low, ci.high], "half_width": (ci.high - ci.low) / 2, "pooled_sd": math.sqrt(pooled.var),
+            "seeds": summ.seeds, "collapse_steps": list(summ.collapse_steps),
             "best": config == best, "baseline": config == spec.baseline,
             "delta_best": vs_best[config].delta if config in vs_best else None,
             "p_best": p_best.get(config),

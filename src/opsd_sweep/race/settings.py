@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from opsd_sweep.inference.arms import Anchor
+
 
 @dataclass(frozen=True)
 class RaceSettings:
@@ -52,16 +54,6 @@ class RaceSettings:
         if self.max_failures < 1:
             out.append(f"max_failures={self.max_failures} must be >= 1")
         return out
-
-
-@dataclass(frozen=True)
-class Anchor:
-    """A published result of the baseline recipe: mean, SD and number of runs (conf/baseline/)."""
-
-    label: str
-    mean: float
-    sd: float
-    n: int
 
 
 @dataclass(frozen=True)

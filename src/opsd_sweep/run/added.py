@@ -1,9 +1,11 @@
-"""Config fields added after runs existed: the one table a new field goes into.
+"""Config fields added or renamed after runs existed: the one table a new or renamed field goes into.
 
-Each entry says the value every run written before the field had (a saved config.yaml of an earlier
+Each ADDED entry says the value every run written before the field had (a saved config.yaml of an earlier
 release is read with it: upgrade_saved_config), and when the field stays out of the run key
-(so that finished runs keep their key: config.semantic_dict). tests/reliability/test_earlier_run_dirs.py
-loads a config.yaml written by release 8c295b5 and fails when a field is added without an entry here.
+(so that finished runs keep their key: config.semantic_dict). Each RENAMED entry moves a saved section to
+its new name, and names the new place to a user who writes the old one (renamed_key_problem).
+tests/reliability/test_earlier_run_dirs.py loads a config.yaml written by release 8c295b5 and fails when a
+field is added without an entry here.
 """
 
 from __future__ import annotations
@@ -41,9 +43,36 @@ ADDED = {
 }
 
 
+@dataclass(frozen=True)
+class Renamed:
+    new: str  # the section's name today
+    what: str  # what it holds, for the error that names the new place
+
+
+RENAMED = {
+    # "baseline" now means the in-sweep baseline only (summary --baseline, hydra.sweeper.baseline)
+    "baseline": Renamed("anchor", "the published anchor (config group conf/anchor/)"),
+}
+
+
+def renamed_key_problem(written: str) -> str | None:
+    """The fix for a config key or an override (`key=value`) under a section's old name, None when the name
+    is current: 'baseline.mean=40' -> write 'anchor.mean=40'."""
+    head = written.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
+    if head not in RENAMED:
+        return None
+    new = RENAMED[head].new
+    return (f"'{written}': {RENAMED[head].what} is now called '{new}', not '{head}'; write "
+            f"'{written.replace(head, new, 1)}' ('{new}:' in your own config)")
+
+
 def upgrade_saved_config(saved: dict) -> dict:
-    """A saved config.yaml (as a dict) with every field added since it was written set to its old value."""
+    """A saved config.yaml (as a dict) with its renamed sections under today's names and every field added
+    since it was written set to its old value."""
     upgraded = copy.deepcopy(saved)
+    for old, renamed in RENAMED.items():
+        if old in upgraded and renamed.new not in upgraded:
+            upgraded[renamed.new] = upgraded.pop(old)
     for dotted, added in ADDED.items():
         section, name = dotted.split(".")
         if isinstance(upgraded.get(section), dict):
