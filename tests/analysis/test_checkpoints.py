@@ -13,8 +13,8 @@ from opsd_sweep.analysis.checkpoints import (checkpoint_score, collect_checkpoin
 
 
 def rows(run_id: str, by_step: dict[int, float], k: int = 2, label: str = "lr=1e-05") -> list[dict]:
-    return [{"run_id": run_id, "label": label, "checkpoint_step": step, "average_last": k, "score": score}
-            for step, score in by_step.items()]
+    return [{"run_id": run_id, "label": label, "checkpoint_step": step, "mode": "all", "average_last": k,
+             "samples": 4, "score": score, "first_round": score} for step, score in by_step.items()]
 
 
 def test_each_run_is_scored_at_the_step_the_other_runs_choose():
@@ -51,8 +51,8 @@ def test_the_best_score_is_unbiased_and_covers_under_step_to_step_training_noise
     scores = 100 * (even + odd).mean(-1) / model.n_samples
     estimates, covered = [], []
     for replicate, score in enumerate(scores):
-        table = pd.DataFrame([{"run_id": f"r{r}", "label": "c", "checkpoint_step": 10 * (s + 1), "average_last": 1,
-                               "score": score[r, s]} for r in range(model.runs) for s in range(model.steps)])
+        table = pd.DataFrame([row for r in range(model.runs) for s in range(model.steps)
+                              for row in rows(f"r{r}", {10 * (s + 1): score[r, s]}, k=1, label="c")])
         [row] = summarise_checkpoints(table, 0.95).to_dict("records")
         estimates.append(row["best_cross"] - truth[replicate])
         covered.append(row["best_low"] <= truth[replicate] <= row["best_high"])

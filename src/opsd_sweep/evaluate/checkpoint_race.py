@@ -69,7 +69,9 @@ def race_checkpoints(run: RunConfig, run_dir: RunDir,
                         "stopped": [steps[c] for c in record.get("stopped", [])]} for record in outcome.rounds]
     atomic_write_json(run_dir.eval_dir / RACE_RECORD, {
         "stages": stages, "alpha": r.alpha, "n_problems": len(results[0]["problems"]),
-        "samples": {str(step): samples for step, samples in zip(steps, outcome.samples)}, "rounds": rounds})
+        # what each checkpoint ends with: the final one gets all eval.n_samples next, whatever its race
+        "samples": {str(step): samples for step, samples in zip(steps, [*outcome.samples[:-1], run.eval.n_samples])},
+        "rounds": rounds})
     print(f"[evaluate] checkpoint race: samples per problem {dict(zip(steps, outcome.samples))} "
           f"(of {run.eval.n_samples}); the final checkpoint gets all {run.eval.n_samples}", flush=True)
     return {step: results[c] for c, step in enumerate(steps[:-1])}

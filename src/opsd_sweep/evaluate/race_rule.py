@@ -14,6 +14,7 @@ reports is made honest elsewhere (analysis.checkpoints).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,7 +46,8 @@ def worse_than_best(rates: np.ndarray, alpha: float) -> tuple[np.ndarray, np.nda
     others = np.flatnonzero(np.arange(len(rates)) != best)
     p = np.full(len(rates), np.nan)
     if others.size:
-        with np.errstate(invalid="ignore", divide="ignore"):  # no spread in the differences: nan -> 1 below
+        with warnings.catch_warnings():  # no spread in the differences: nan (-> 1 below) or an exact 0
+            warnings.simplefilter("ignore", RuntimeWarning)
             raw = scipy_stats.ttest_rel(rates[others], np.broadcast_to(rates[best], rates[others].shape), axis=1,
                                         alternative="less").pvalue
         raw = np.where(np.isnan(raw), 1.0, raw)
