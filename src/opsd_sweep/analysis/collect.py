@@ -186,8 +186,7 @@ def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
         row |= eval_metrics(evaluation)
         row["eval_backend"] = evaluation.get("backend")
         row["eval_problem"] = evaluation_problem(evaluation, _scored_checkpoint(run_dir, config),
-                                                 bool((config.get("eval") or {}).get("merge_lora")),
-                                                 (config.get("eval") or {}).get("n_samples"))
+                                                 bool((config.get("eval") or {}).get("merge_lora")))
         try:
             samples = sample_rows(run_id, evaluation)
         except (KeyError, TypeError, AttributeError) as err:
