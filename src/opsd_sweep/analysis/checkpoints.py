@@ -71,10 +71,10 @@ def collect_checkpoints(runs: pd.DataFrame) -> pd.DataFrame:
         for path in [*files, run_dir.eval_json]:
             evaluation = read_json(path)
             score = checkpoint_score(evaluation)
+            first_round = score if first is None else 100 * correct_counts(evaluation, first).mean() / first
             rows.append({"run_id": run.run_id, "label": run.label, "checkpoint_step": step_of(evaluation),
                          "mode": settings["checkpoints"], "average_last": settings["average_last"],
-                         "samples": evaluation["n_samples"], "score": score,
-                         "first_round": score if first is None else 100 * correct_counts(evaluation, first).mean() / first})
+                         "samples": evaluation["n_samples"], "score": score, "first_round": first_round})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
