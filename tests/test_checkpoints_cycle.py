@@ -67,7 +67,7 @@ def test_summary_reports_final_last_k_and_held_out_best_with_a_plot(swept, tmp_p
 def test_checkpoint_knobs_are_checked_and_keyed_only_when_they_change_the_evaluation():
     with pytest.raises(ConfigError) as err:
         load_run_config(compose(["eval.checkpoints=some", "eval.average_last=0"]))
-    assert "eval.checkpoints='some' is not one of ['final', 'all']" in str(err.value)
+    assert "eval.checkpoints='some' is not one of ['final', 'all', 'race']" in str(err.value)
     assert "eval.average_last=0 must be >= 1" in str(err.value)
     load_run_config(compose(["eval.checkpoints=all", "eval.n_samples=1"]))  # the best step is chosen across runs
     base = run_key(semantic_dict(load_run_config(compose([]))))

@@ -119,6 +119,14 @@ class BenchmarkConfig:
 
 
 @dataclass
+class CheckpointRaceConfig:
+    """eval.checkpoints=race (opsd_sweep.evaluate.checkpoint_race): samples per problem in rounds."""
+    first_samples: int = MISSING      # every checkpoint's first round
+    samples_per_round: int = MISSING  # added to each checkpoint still plausibly best, up to eval.n_samples
+    alpha: float = MISSING            # Holm level of "worse than the round's best" that stops a checkpoint
+
+
+@dataclass
 class EvalConfig:
     name: str = MISSING
     path: str = MISSING
@@ -138,7 +146,8 @@ class EvalConfig:
     prompt: str = MISSING
     id_field: Optional[str] = MISSING        # null = row position
     suite: Optional[dict[str, BenchmarkConfig]] = MISSING  # benchmarks evaluated together (null = the one above)
-    checkpoints: str = MISSING               # final | all (every saved checkpoint, each its own eval)
+    checkpoints: str = MISSING               # final | all (every saved checkpoint, each its own eval) | race
+    checkpoint_race: CheckpointRaceConfig = field(default_factory=CheckpointRaceConfig)
     average_last: int = MISSING              # checkpoints=all: the report's mean over each run's last k
     checkpoint: Optional[str] = MISSING      # standalone mode: adapter or model dir (null = base model)
     shard_size: int = MISSING                # samples per resumable shard file
@@ -252,7 +261,7 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
 STRATEGIES = ("ddp", "fsdp")  # launchers/accelerate/<strategy>.yaml, passed by the cycle to accelerate launch
-EVAL_CHECKPOINTS = ("final", "all")
+EVAL_CHECKPOINTS = ("final", "all", "race")
 
 CHOICES = {
     "model.dtype": ("bfloat16", "float32", "float16"),
@@ -367,6 +376,7 @@ def validate(run: RunConfig) -> list[str]:
     need(e.n_samples >= 1, f"eval.n_samples={e.n_samples} must be >= 1")
     need(e.checkpoints in EVAL_CHECKPOINTS, f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}")
     need(e.average_last >= 1, f"eval.average_last={e.average_last} must be >= 1")
+    problems.extend(_check_checkpoint_race(e))
     need(e.temperature >= 0, f"eval.temperature={e.temperature} must be >= 0")
     need(0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")
@@ -414,6 +424,25 @@ def _check_strategy(run: RunConfig) -> list[str]:
     if t.teacher == "ema":
         problems.append("train.strategy=fsdp with train.teacher=ema: the EMA copy of the LoRA weights is not "
                         "sharded; use train.teacher=fixed or train.strategy=ddp")
+    return problems
+
+
+def _check_checkpoint_race(e: EvalConfig) -> list[str]:
+    """The race's rounds must end below eval.n_samples, and its paired test needs two problems."""
+    if e.checkpoints != "race":
+        return []
+    r, key = e.checkpoint_race, "eval.checkpoint_race"
+    problems = []
+    if not 1 <= r.first_samples < e.n_samples:
+        problems.append(f"{key}.first_samples={r.first_samples} must be in [1, eval.n_samples={e.n_samples}): with "
+                        "every sample in the first round, use eval.checkpoints=all")
+    if r.samples_per_round < 1:
+        problems.append(f"{key}.samples_per_round={r.samples_per_round} must be >= 1")
+    if not 0 < r.alpha < 1:
+        problems.append(f"{key}.alpha={r.alpha} must be in (0, 1), e.g. 0.05")
+    if e.max_problems is not None and e.max_problems < 2:
+        problems.append(f"eval.max_problems={e.max_problems} with eval.checkpoints=race: the race compares "
+                        "checkpoints paired over problems and needs >= 2; raise it or use eval.checkpoints=all")
     return problems
 
 

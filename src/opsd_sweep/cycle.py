@@ -230,12 +230,13 @@ def _final_checkpoint(run: RunConfig, run_dir: RunDir) -> Path | None:
 
 def _phase_complete(phase: str, run: RunConfig, run_dir: RunDir) -> bool:
     """Training is complete at the final checkpoint; evaluation when eval.json holds today's scores of
-    that checkpoint (identity.evaluation_problem)."""
+    that checkpoint (identity.evaluation_problem), with all eval.n_samples."""
     final = _final_checkpoint(run, run_dir)
     if phase == "train" or final is None:
         return final is not None
     evaluation = run_dir.read_eval()
-    return evaluation is not None and evaluation_problem(evaluation, final, run.eval.merge_lora) is None
+    return evaluation is not None and evaluation_problem(evaluation, final, run.eval.merge_lora,
+                                                         run.eval.n_samples) is None
 
 
 def settled_status(run: RunConfig, run_dir: RunDir) -> dict:
@@ -248,7 +249,7 @@ def settled_status(run: RunConfig, run_dir: RunDir) -> dict:
     evaluation = run_dir.read_eval()
     if evaluation is None:
         return status | {"state": "evaluating", "eval_unreadable": True}
-    again = evaluation_problem(evaluation, _final_checkpoint(run, run_dir), run.eval.merge_lora)
+    again = evaluation_problem(evaluation, _final_checkpoint(run, run_dir), run.eval.merge_lora, run.eval.n_samples)
     return status | {"state": "evaluating", "eval_again": again} if again else status
 
 

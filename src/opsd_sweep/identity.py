@@ -127,10 +127,16 @@ def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: boo
     return None
 
 
-def evaluation_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool) -> str | None:
+def evaluation_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool,
+                       n_samples: int | None = None) -> str | None:
     """Why an eval.json does not hold today's scores of `checkpoint`: its evaluator is wrong
-    (evaluator_problem), or it scored other weights than the checkpoint holds now. None: it does."""
+    (evaluator_problem), it scored fewer samples per problem than `n_samples` (a round of
+    eval.checkpoints=race, not the whole evaluation), or it scored other weights than the checkpoint holds
+    now. None: it does."""
     wrong = evaluator_problem(evaluation, checkpoint, merge_lora)
+    if wrong is None and n_samples is not None and evaluation.get("n_samples") != n_samples:
+        wrong = (f"it holds {evaluation.get('n_samples')} samples per problem, not eval.n_samples={n_samples} "
+                 "(a round of eval.checkpoints=race)")
     if wrong is not None or checkpoint is None:
         return wrong
     recorded = evaluation.get("checkpoint_identity")

@@ -13,8 +13,8 @@ from opsd_sweep.analysis.checkpoints import (checkpoint_score, collect_checkpoin
 
 
 def rows(run_id: str, by_step: dict[int, float], k: int = 2, label: str = "lr=1e-05") -> list[dict]:
-    return [{"run_id": run_id, "label": label, "checkpoint_step": step, "average_last": k, "score": score}
-            for step, score in by_step.items()]
+    return [{"run_id": run_id, "label": label, "checkpoint_step": step, "mode": "all", "average_last": k,
+             "samples": 4, "score": score, "first_round": score} for step, score in by_step.items()]
 
 
 def test_each_run_is_scored_at_the_step_the_other_runs_choose():
@@ -51,8 +51,8 @@ def test_the_best_score_is_unbiased_and_covers_under_step_to_step_training_noise
     scores = 100 * (even + odd).mean(-1) / model.n_samples
     estimates, covered = [], []
     for replicate, score in enumerate(scores):
-        table = pd.DataFrame([{"run_id": f"r{r}", "label": "c", "checkpoint_step": 10 * (s + 1), "average_last": 1,
-                               "score": score[r, s]} for r in range(model.runs) for s in range(model.steps)])
+        table = pd.DataFrame([row for r in range(model.runs) for s in range(model.steps)
+                              for row in rows(f"r{r}", {10 * (s + 1): score[r, s]}, k=1, label="c")])
         [row] = summarise_checkpoints(table, 0.95).to_dict("records")
         estimates.append(row["best_cross"] - truth[replicate])
         covered.append(row["best_low"] <= truth[replicate] <= row["best_high"])
@@ -79,3 +79,17 @@ def test_checkpoint_intervals_stay_within_the_score_range():
     [row] = summarise_checkpoints(table, level=0.95).to_dict("records")
     assert row["final_high"] == 100.0 and row["last_k_high"] == 100.0 and row["best_high"] == 100.0
     assert 0.0 <= row["final_low"] and 0.0 <= row["best_low"]
+
+
+def test_a_raced_config_is_chosen_on_all_samples_and_scored_on_the_first_round():
+    # The race's extra samples say step 20 (score); the first round alone would say step 10. Each run is
+    # scored at the step the others choose on `score`, with its `first_round` value there.
+    table = pd.DataFrame([{"run_id": run, "label": "c", "checkpoint_step": step, "mode": "race", "average_last": 1,
+                           "samples": samples, "score": score, "first_round": first}
+                          for run, step, samples, score, first in [
+                              ("r1", 10, 3, 40, 60), ("r1", 20, 12, 55, 50), ("r2", 10, 3, 42, 61),
+                              ("r2", 20, 12, 56, 52), ("r3", 10, 3, 41, 62), ("r3", 20, 12, 57, 54)]])
+    [row] = summarise_checkpoints(table, level=0.95).to_dict("records")
+    assert row["fold_steps"] == "20, 20, 20" and row["best_cross"] == pytest.approx(52)
+    assert row["final"] == pytest.approx(56) and row["samples"] == "10: 3, 20: 12"
+    assert "first-round samples only" in markdown_section(pd.DataFrame([row]), 0.95)

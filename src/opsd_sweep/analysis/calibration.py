@@ -96,11 +96,12 @@ def run_scores(counts: np.ndarray, n_samples: int) -> np.ndarray:
 @dataclass(frozen=True)
 class CheckpointModel:
     """Every checkpoint of a few runs of one config, with the same true score at every step (nothing to
-    find, so any score above the truth is selection bias). In points, on the probability scale: run r at
-    step s solves problem i with probability p_i + (u_r + v_rs) / 100, p_i ~ U(0.15, 0.85) drawn once per
-    replicate, u_r ~ N(0, run_sd) the run's training-seed effect, v_rs ~ N(0, step_sd) its step-to-step
-    training noise; K Bernoulli samples per problem. The true score of a run is 100 mean_i p_i (the
-    shifts stay > 4 SD inside [0, 1], where no clipping changes the mean)."""
+    find, so any score above the truth is selection bias) unless `profile` adds points per step. In
+    points, on the probability scale: run r at step s solves problem i with probability
+    p_i + (profile_s + u_r + v_rs) / 100, p_i ~ U(0.15, 0.85) drawn once per replicate, u_r ~ N(0, run_sd)
+    the run's training-seed effect, v_rs ~ N(0, step_sd) its step-to-step training noise; K Bernoulli
+    samples per problem. The true score of a run at step s is 100 mean_i p_i + profile_s (the shifts
+    stay > 4 SD inside [0, 1], where no clipping changes the mean, for profiles within +-5 points)."""
 
     runs: int
     steps: int
@@ -108,13 +109,20 @@ class CheckpointModel:
     n_samples: int  # K, even: the split-half choice uses the even and the odd samples
     run_sd: float  # points
     step_sd: float  # points
+    profile: tuple[float, ...] = ()  # points added to every problem at each step; () = none
+
+    def rates(self, replicates: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(rates, truth): solve probabilities, shape (replicates, runs, steps, problems), and the true score
+        (percent) of each replicate without the profile, shape (replicates,)."""
+        easy = rng.uniform(0.15, 0.85, (replicates, 1, 1, self.n_problems))
+        u = rng.normal(0.0, self.run_sd, (replicates, self.runs, 1, 1))
+        v = rng.normal(0.0, self.step_sd, (replicates, self.runs, self.steps, 1))
+        shift = np.asarray(self.profile or [0.0] * self.steps, dtype=float)[:, None]
+        return np.clip(easy + (shift + u + v) / 100, 0.0, 1.0), 100.0 * easy.mean(axis=(1, 2, 3))
 
     def draw(self, replicates: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(even, odd, truth): correct counts among each problem's even / odd samples, each shape
         (replicates, runs, steps, problems), and the true score (percent) of each replicate, (replicates,)."""
-        easy = rng.uniform(0.15, 0.85, (replicates, 1, 1, self.n_problems))
-        u = rng.normal(0.0, self.run_sd, (replicates, self.runs, 1, 1))
-        v = rng.normal(0.0, self.step_sd, (replicates, self.runs, self.steps, 1))
-        rates = np.clip(easy + (u + v) / 100, 0.0, 1.0)
+        rates, truth = self.rates(replicates, rng)
         half = self.n_samples // 2
-        return rng.binomial(half, rates), rng.binomial(half, rates), 100.0 * easy.mean(axis=(1, 2, 3))
+        return rng.binomial(half, rates), rng.binomial(half, rates), truth

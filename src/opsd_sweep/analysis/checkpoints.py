@@ -14,6 +14,14 @@ Per config (unit of replication: the training run, intervals are t-intervals ove
             gap is the selection effect. (Choosing on even eval samples and scoring on odd ones of the
             same runs, as before, left the training noise in both halves: +1.9 points of bias at 2.8
             points of run x step noise, benchmarks/bench_checkpoint_choice.py.)
+With eval.checkpoints=race (evaluate/race_rule.py) the checkpoints of a run got unequal samples, and
+how many depended on that run's own draws: a checkpoint stopped early stopped because its first samples
+were low, so its score (and, diluted, a survivor's) is biased by the race. The cross-run rule then
+chooses each run's step on the other runs' scores over all their samples (that is what the race's extra
+samples are for) but scores the held-out run on its first-round samples only (`first_round`: the same
+first_samples per problem at every checkpoint, drawn before the race dropped any, so nothing selected
+them). last k, the naive best and the plot use the first-round scores too; *final* is the final
+checkpoint's full evaluation, which the race never shortens.
 Input: the runs table of analysis.collect; each run's eval/eval.json (final checkpoint) and
 eval/checkpoint-<step>/eval.json (the earlier ones).
 """
@@ -27,8 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
-
+from opsd_sweep.evaluate.checkpoint_race import correct_counts
 from opsd_sweep.inference import stats
 from opsd_sweep.run.rundir import RunDir, read_json
 
@@ -45,41 +52,52 @@ def checkpoint_score(evaluation: dict) -> float:
     return 100 * float(np.mean([s["correct"] for p in evaluation["problems"] for s in p["samples"]]))
 
 
+COLUMNS = ["run_id", "label", "checkpoint_step", "mode", "average_last", "samples", "score", "first_round"]
+
+
 def collect_checkpoints(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per finished run and evaluated checkpoint: run_id, label, checkpoint_step, average_last,
-    score. Only runs with more than one evaluated checkpoint appear (external results,
-    which have no run dir, never do)."""
+    """One row per finished run and evaluated checkpoint: run_id, label, checkpoint_step, mode
+    (eval.checkpoints), average_last, samples (per problem), score (over them) and first_round (over the
+    race's first-round samples; = score unless raced). Only runs with more than one evaluated checkpoint
+    appear (external results, which have no run dir, never do)."""
     rows = []
     for run in runs.loc[(runs["state"] == "done") & runs["run_dir"].notna()].itertuples():
         run_dir = RunDir(Path(run.run_dir))
         files = sorted(run_dir.eval_dir.glob("checkpoint-*/eval.json"))
         if not files or not run_dir.eval_json.exists():
             continue
-        average_last = OmegaConf.load(run_dir.config).eval.average_last
+        settings = run_dir.read_config_dict()["eval"]
+        first = settings["checkpoint_race"]["first_samples"] if settings["checkpoints"] == "race" else None
         for path in [*files, run_dir.eval_json]:
             evaluation = read_json(path)
+            score = checkpoint_score(evaluation)
+            first_round = score if first is None else 100 * correct_counts(evaluation, first).mean() / first
             rows.append({"run_id": run.run_id, "label": run.label, "checkpoint_step": step_of(evaluation),
-                         "average_last": average_last, "score": checkpoint_score(evaluation)})
-    return pd.DataFrame(rows, columns=["run_id", "label", "checkpoint_step", "average_last", "score"])
+                         "mode": settings["checkpoints"], "average_last": settings["average_last"],
+                         "samples": evaluation["n_samples"], "score": score, "first_round": first_round})
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 MIN_CROSS_RUNS = 2  # each run's step is chosen on the others: one run has no others
 
 
-def cross_run_choice(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def cross_run_choice(scores: np.ndarray, choose: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Leave-one-run-out choice of the best step.
 
     Args:
         scores: shape (..., R, S), R >= 2 runs x S checkpoint steps of one config (leading axes: e.g.
             replicates of a simulation).
+        choose: the scores the step is chosen on, same shape (None: `scores`); with eval.checkpoints=race
+            every sample drawn, while `scores` holds the first round's.
     Returns:
-        (held_out, chosen), both shape (..., R): each run's score at the step with the top mean over the
-        other R - 1 runs, and that step's index (ties: the earliest step).
+        (held_out, chosen), both shape (..., R): each run's score at the step with the top mean of
+        `choose` over the other R - 1 runs, and that step's index (ties: the earliest step).
     """
     runs = scores.shape[-2]
     if runs < MIN_CROSS_RUNS:
         raise ValueError(f"cross_run_choice needs >= {MIN_CROSS_RUNS} runs, got {runs}")
-    others = (scores.sum(axis=-2, keepdims=True) - scores) / (runs - 1)
+    choose = scores if choose is None else choose
+    others = (choose.sum(axis=-2, keepdims=True) - choose) / (runs - 1)
     chosen = others.argmax(axis=-1)
     return np.take_along_axis(scores, chosen[..., None], axis=-1)[..., 0], chosen
 
@@ -97,8 +115,9 @@ def crossover_correlation(runs: int, steps: int) -> float:
     return worst
 
 
-def crossover_interval(scores: np.ndarray, level: float) -> stats.Interval:
-    """Mean of the cross-run scores y_r of a config, scores shape (R, S), R >= 2, with its interval.
+def crossover_interval(scores: np.ndarray, level: float, choose: np.ndarray | None = None) -> stats.Interval:
+    """Mean of the cross-run scores y_r of a config, scores shape (R, S), R >= 2, with its interval; the
+    steps chosen on `choose` (cross_run_choice; None: on `scores`).
 
     Each run's data also chose the other runs' steps, so the y_r share a covariance and their plain
     t-interval under-covers (91% at 95%, benchmarks/bench_checkpoint_choice.py). The variance of the mean
@@ -107,11 +126,13 @@ def crossover_interval(scores: np.ndarray, level: float) -> stats.Interval:
     ((R - 1)(S - 1) df) estimates Var(b) (training noise between checkpoints plus eval sampling), and
     Var(mean y) = Var(run_r) / R + Var(b) (1 + (R - 1) rho) / R with rho = crossover_correlation(R, S), its
     worst case. df by Satterthwaite over the two estimates. One checkpoint: the t-interval of its scores.
+    Chosen on other samples of the same runs (the race), the y_r share less than when chosen on the scores
+    themselves, so that rho stays a worst case (benchmarks/bench_checkpoint_race.py measures coverage).
     """
     runs, steps = scores.shape
     if steps < 2:
         return stats.t_interval(scores[:, 0], level)
-    held_out, _ = cross_run_choice(scores)
+    held_out, _ = cross_run_choice(scores, choose)
     run_means = scores.mean(axis=1)
     residual = scores - scores.mean(axis=0) - run_means[:, None] + scores.mean()
     residual_var = float((residual**2).sum()) / ((runs - 1) * (steps - 1))
@@ -126,9 +147,10 @@ def summarise_checkpoints(checkpoints: pd.DataFrame, level: float) -> pd.DataFra
     best with the gap; intervals cut at 0 and 100. `fold_steps`: the step each run was scored at, e.g. "20, 20, 30"."""
     rows = []
     for label, group in checkpoints.groupby("label", sort=False):
-        scores = group.pivot(index="run_id", columns="checkpoint_step", values="score").dropna(axis=1)
+        choose = group.pivot(index="run_id", columns="checkpoint_step", values="score").dropna(axis=1)
+        scores = group.pivot(index="run_id", columns="checkpoint_step", values="first_round")[choose.columns]
         k = int(group["average_last"].iloc[0])
-        final = _bounded(stats.t_interval(scores.iloc[:, -1].to_numpy(), level))
+        final = _bounded(stats.t_interval(choose.iloc[:, -1].to_numpy(), level))
         last = _bounded(stats.t_interval(scores.iloc[:, -k:].mean(axis=1).to_numpy(), level))
         naive_step = scores.mean().idxmax()
         row = {"label": label, "runs": len(scores), "steps": len(scores.columns),
@@ -136,15 +158,22 @@ def summarise_checkpoints(checkpoints: pd.DataFrame, level: float) -> pd.DataFra
                "final_high": final.high, "average_last": k, "last_k": last.estimate, "last_k_low": last.low,
                "last_k_high": last.high, "best_step_naive": int(naive_step),
                "best_naive": float(scores[naive_step].mean()), "best_cross": math.nan, "best_low": math.nan,
-               "best_high": math.nan, "fold_steps": "", "selection_gap": math.nan}
+               "best_high": math.nan, "fold_steps": "", "selection_gap": math.nan,
+               "raced": bool((group["mode"] == "race").any()), "samples": _mean_samples(group)}
         if len(scores) >= MIN_CROSS_RUNS:
-            _, chosen = cross_run_choice(scores.to_numpy())
-            cross = _bounded(crossover_interval(scores.to_numpy(), level))
+            _, chosen = cross_run_choice(scores.to_numpy(), choose.to_numpy())
+            cross = _bounded(crossover_interval(scores.to_numpy(), level, choose.to_numpy()))
             row |= {"best_cross": cross.estimate, "best_low": cross.low, "best_high": cross.high,
                     "fold_steps": ", ".join(str(int(scores.columns[i])) for i in chosen),
                     "selection_gap": row["best_naive"] - cross.estimate}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _mean_samples(group: pd.DataFrame) -> str:
+    """Samples per problem each step got, mean over runs, e.g. "2: 1.5, 4: 4" (unequal only when raced)."""
+    means = group.groupby("checkpoint_step")["samples"].mean()
+    return ", ".join(f"{int(step)}: {mean:g}" for step, mean in means.items())
 
 
 def _bounded(interval: stats.Interval) -> stats.Interval:
@@ -155,7 +184,8 @@ def _bounded(interval: stats.Interval) -> stats.Interval:
 
 def markdown_section(table: pd.DataFrame, level: float) -> str:
     pct = f"{100 * level:g}%"
-    lines = ["## Checkpoints (eval.checkpoints=all)", "",
+    modes = "all or race" if table["raced"].any() else "all"
+    lines = [f"## Checkpoints (eval.checkpoints={modes})", "",
              f"Per config, means over training runs with {pct} t-intervals (cut at 0 and 100, the bounds of the score). *last k*: each run's mean over its "
              "last k checkpoints. *best (cross-run)*: each run is scored at the step with the top mean over the "
              "other runs (leave one run out; the steps used are listed), so neither its eval samples nor its own "
@@ -172,6 +202,14 @@ def markdown_section(table: pd.DataFrame, level: float) -> str:
         lines.append(f"| {r.label} | {r.runs} | {_ci(r.final, r.final_low, r.final_high)} ({r.final_step}) | "
                      f"{_ci(r.last_k, r.last_k_low, r.last_k_high)} (k={r.average_last}) | {best} | "
                      f"{r.best_naive:.2f} (step {r.best_step_naive}) | {gap} |")
+    raced = table.loc[table["raced"]]
+    if not raced.empty:
+        lines += ["", "*eval.checkpoints=race*: the checkpoints of each run got samples in rounds, more only to "
+                  "those still plausibly best in that run. Each run's step is chosen on the other runs' scores over "
+                  "all their samples; last k, best (cross-run), best (naive) and the plot use each checkpoint's "
+                  "first-round samples only (the same number at every step, drawn before the race dropped any), "
+                  "so the race's choices do not bias them. Samples per problem, by step (mean over runs):"]
+        lines += [f"- {r.label}: {r.samples}" for r in raced.itertuples()]
     return "\n".join(lines) + "\n"
 
 
@@ -211,7 +249,8 @@ def plot_checkpoints(checkpoints: pd.DataFrame, level: float, path: Path) -> Non
     groups = list(checkpoints.groupby("label", sort=False))
     span = np.ptp(checkpoints["checkpoint_step"].to_numpy(dtype=float)) or 1.0
     for i, (label, group) in enumerate(groups):
-        by_step = [(step, stats.t_interval(g["score"].to_numpy(), level)) for step, g in group.groupby("checkpoint_step")]
+        by_step = [(step, stats.t_interval(g["first_round"].to_numpy(), level))  # = score unless raced
+                   for step, g in group.groupby("checkpoint_step")]
         steps = np.array([s for s, _ in by_step], dtype=float) + (i - (len(groups) - 1) / 2) * 0.01 * span
         means = np.array([ci.estimate for _, ci in by_step])
         lows = np.clip([ci.low for _, ci in by_step], 0, 100)

@@ -4,7 +4,10 @@
 and the standalone mode (standalone.py). Outputs in the eval dir:
   eval.json          metrics + every sample's pred, correctness, format flag, tokens, finish reason
   completions.jsonl  every sample's text (one JSON object per line), for audits and regrading
-  shards/            finished shards while the evaluation runs (removed once eval.json is written)
+  shards/            finished shards while the evaluation runs (removed once eval.json holds the whole plan)
+
+With eval.checkpoints=race an evaluation may score the first m of the plan's n samples per problem
+(`samples`); its shards stay, so a later round that asks for more draws only the samples it lacks.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from opsd_sweep.evaluate.grade import Grade, grade_many
 from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
-from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
+from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages
+from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards, shards_for
 from opsd_sweep.identity import content_identity, evaluator_identity
 from opsd_sweep.modeling import load_tokenizer
 from opsd_sweep.run.rundir import (RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none,
@@ -131,10 +135,12 @@ def resolve_eval_backend(run: RunConfig, gpus: list[str]) -> RunConfig:
 
 
 def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
-             attach: Callable[[EngineSpec], Engine] | None = None) -> dict:
+             attach: Callable[[EngineSpec], Engine] | None = None, samples: int | None = None) -> dict:
     """Evaluate `checkpoint` (None: the base model) on run.eval; write eval_dir/eval.json; return it.
 
-    An eval.json of the same plan is returned as is; finished shards of an interrupted run are kept.
+    `samples`: score the first `samples` samples per problem of the plan (a stage of eval.checkpoints=race;
+    None: all eval.n_samples). An eval.json of the same plan with at least as many samples is returned as
+    is; finished shards of an interrupted run, or of an earlier round, are kept and never drawn again.
     `attach` wraps an engine that is already running (the trainer's vLLM rollout engine) instead of
     starting new ones: it gets the evaluation's spec and returns the Engine to serve it.
     """
@@ -148,32 +154,41 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     prompts = render_eval_prompts(load_tokenizer(replace(run.model, path=spec.tokenizer_path)), e, problems)
     check_fits(run, prompts)
     ids = [p.id for p in problems]
-    shards = plan_shards(ids, e.n_samples, e.shard_size, run.seed)
+    samples = e.n_samples if samples is None else samples
+    stages = race_stages(run)
+    if samples not in (*stages, e.n_samples):
+        raise ValueError(f"samples={samples} is no stage of this plan {stages or (e.n_samples,)}")
+    shards = plan_shards(ids, e.n_samples, e.shard_size, run.seed, stages)
     evaluator = evaluator_identity(e.backend, checkpoint, e.merge_lora)
-    plan = fingerprint(spec, evaluator, prompts, ids, e.n_samples, e.shard_size, run.seed)
+    plan = fingerprint(spec, evaluator, prompts, ids, e.n_samples, e.shard_size, run.seed, stages)
     out = eval_dir / "eval.json"
     existing = read_json_or_none(out)  # a torn or corrupted eval.json is written again
-    if isinstance(existing, dict) and existing.get("fingerprint") == plan and existing.get("evaluator") == evaluator:
-        print(f"[evaluate] {out} is up to date (plan {plan}); nothing to do", flush=True)
+    same_plan = (isinstance(existing, dict) and existing.get("fingerprint") == plan
+                 and existing.get("evaluator") == evaluator)
+    if same_plan and existing.get("n_samples", 0) >= samples:
+        print(f"[evaluate] {out} is up to date (plan {plan}, {existing['n_samples']} samples per problem); "
+              "nothing to do", flush=True)
         return existing
+    earlier = existing.get("timing", {}) if same_plan else {}  # an earlier round of the race: its time counts too
+    shards = shards_for(shards, samples)
     groups = [gpus[:1]] if attach else engine_groups(e.backend, e.tensor_parallel_size, e.engines, gpus)
     store = ShardStore(eval_dir / "shards", plan)
     store.prepare()
     serve_spec = spec
-    pending = any(not store.done(shard.index) for shard in shards)
+    to_draw = sum(len(shard.jobs) for shard in shards if not store.done(shard.index))
+    pending = to_draw > 0
     if pending and e.backend == "vllm" and spec.adapter_path is not None and e.merge_lora:
         serve_spec = merge_adapter(spec, eval_dir / "merged")
     started = time.monotonic()
     resumed = run_plan(serve_spec, prompts, shards, store, groups, desc=f"eval {e.name}", attach=attach)
     generation_seconds = time.monotonic() - started
-    samples = store.read(shards)
+    drawn = store.read(shards)
     started = time.monotonic()
-    pairs = [(samples[p, s].text, problem.answer)
-             for p, problem in enumerate(problems) for s in range(e.n_samples)]
+    pairs = [(drawn[p, s].text, problem.answer) for p, problem in enumerate(problems) for s in range(samples)]
     grades = grade_many(pairs, e.grade_timeout, e.grade_workers)
-    records = problem_records(problems, e.n_samples, samples, grades)
+    records = problem_records(problems, samples, drawn, grades)
     result = {
-        "dataset": e.name, "n_problems": len(problems), "n_samples": e.n_samples,
+        "dataset": e.name, "n_problems": len(problems), "n_samples": samples,
         "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
                      "max_tokens": e.max_new_tokens, "thinking": e.thinking},
         "model": run.model.name, "checkpoint": str(checkpoint) if checkpoint else None, "backend": e.backend,
@@ -181,19 +196,20 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
         "checkpoint_identity": content_identity(checkpoint) if checkpoint else None,
         "timing": {"engines": len(groups), "engine": "the trainer's rollout engine" if attach else "own",
                    "resumed_shards": resumed, "total_shards": len(shards),
-                   "generation_seconds": round(generation_seconds, 2),
-                   "grading_seconds": round(time.monotonic() - started, 2),
-                   "wall_seconds": round(time.monotonic() - wall_started, 2)},
+                   "generated_samples": earlier.get("generated_samples", 0) + to_draw,  # this plan's, all rounds
+                   "generation_seconds": round(earlier.get("generation_seconds", 0) + generation_seconds, 2),
+                   "grading_seconds": round(earlier.get("grading_seconds", 0) + time.monotonic() - started, 2),
+                   "wall_seconds": round(earlier.get("wall_seconds", 0) + time.monotonic() - wall_started, 2)},
         "metrics": compute_metrics(records), "problems": records,
     }
     if e.suite is not None:  # eval.json keeps each benchmark; metrics (and pooled) are over all problems
         result["metrics"], result["benchmarks"] = suite_metrics(records)
-    texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": samples[p, s].text}) + "\n"
-                    for p in range(len(problems)) for s in range(e.n_samples))
+    texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": drawn[p, s].text}) + "\n"
+                    for p in range(len(problems)) for s in range(samples))
     atomic_write_text(eval_dir / "completions.jsonl", texts)
     atomic_write_json(out, result)
-    store.remove()
-    shutil.rmtree(eval_dir / "merged", ignore_errors=True)
+    if samples == e.n_samples:  # the whole plan is scored: nothing is left to draw
+        discard_partial(eval_dir)
     return result
 
 
@@ -207,11 +223,18 @@ def summary_line(result: dict) -> str:
 def evaluate_run(run: RunConfig, run_dir: RunDir, checkpoint: Path | None,
                  attach: Callable[[EngineSpec], Engine] | None = None) -> dict:
     """A run's evaluation: with eval.checkpoints=all each checkpoint before the final one first, into
-    eval/checkpoint-<step>/ (oldest first, each resumable on its own), then `checkpoint` into eval/,
-    whose eval.json marks the phase done. Each result goes to the trackers and the console."""
-    earlier = run_dir.checkpoints()[:-1] if run.eval.checkpoints == "all" else []
-    for step, path in earlier:
-        result = evaluate(run, path, run_dir.checkpoint_eval_dir(step), attach)
+    eval/checkpoint-<step>/ (oldest first, each resumable on its own); with eval.checkpoints=race the race
+    over every checkpoint (checkpoint_race.py); then `checkpoint` with all eval.n_samples into eval/, whose
+    eval.json marks the phase done. Each result goes to the trackers and the console."""
+    if run.eval.checkpoints == "race":
+        earlier = race_checkpoints(run, run_dir, lambda path, eval_dir, samples: evaluate(run, path, eval_dir,
+                                                                                          attach, samples))
+    elif run.eval.checkpoints == "all":
+        earlier = {step: evaluate(run, path, run_dir.checkpoint_eval_dir(step), attach)
+                   for step, path in run_dir.checkpoints()[:-1]}
+    else:
+        earlier = {}
+    for step, result in earlier.items():
         log_eval(run, run_dir, result["metrics"], step)
         print(f"checkpoint-{step} {summary_line(result)}", flush=True)
     result = evaluate(run, checkpoint, run_dir.eval_dir, attach)

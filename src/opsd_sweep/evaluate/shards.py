@@ -25,28 +25,42 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def plan_shards(problem_ids: list[str], n_samples: int, shard_size: int, seed: int) -> list[Shard]:
+def plan_shards(problem_ids: list[str], n_samples: int, shard_size: int, seed: int,
+                stages: tuple[int, ...] = ()) -> list[Shard]:
     """problems x samples jobs in sample-major order, cut into shards of `shard_size` jobs.
 
     A sample's seed depends on (run seed, problem id, sample number) only, so vllm draws the same
-    sample whatever the sharding; hf seeds per shard.
+    sample whatever the sharding; hf seeds per shard. `stages` (eval.checkpoints=race: the samples per
+    problem after each round) also cut the shards, so that the first m samples of every problem are
+    exactly the shards before stage m: a round draws whole shards and never a sample of the next.
     """
     jobs = [Job(problem, sample, derive_seed(seed, problem_ids[problem], sample))
             for sample in range(n_samples) for problem in range(len(problem_ids))]
-    return [Shard(index, derive_seed(seed, "shard", index), tuple(jobs[start:start + shard_size]))
-            for index, start in enumerate(range(0, len(jobs), shard_size))]
+    bounds = sorted({0, *(m * len(problem_ids) for m in stages if 0 < m < n_samples), len(jobs)})
+    starts = [(start, min(start + shard_size, end)) for begin, end in zip(bounds, bounds[1:])
+              for start in range(begin, end, shard_size)]
+    return [Shard(index, derive_seed(seed, "shard", index), tuple(jobs[start:stop]))
+            for index, (start, stop) in enumerate(starts)]
+
+
+def shards_for(shards: list[Shard], samples: int) -> list[Shard]:
+    """The shards holding the first `samples` samples of every problem (a stage of plan_shards, or all)."""
+    return [shard for shard in shards if shard.jobs[0].sample < samples]
 
 
 def fingerprint(spec: EngineSpec, evaluator: dict, prompts: list[list[int]], problem_ids: list[str],
-                n_samples: int, shard_size: int, seed: int) -> str:
+                n_samples: int, shard_size: int, seed: int, stages: tuple[int, ...] = ()) -> str:
     """What the samples depend on: the weights served (by content: an adapter rewritten at the same path
     is a new plan), the evaluator (identity.evaluator_identity), sampling, prompts and the plan — not GPU
-    layout, batch sizes or memory settings, which may change between a killed run and its resume."""
+    layout, batch sizes or memory settings, which may change between a killed run and its resume. How
+    many of the plan's samples an eval.json scored is its n_samples, not part of the plan."""
     identity = {"evaluator": evaluator, "model": _weights(spec.model_path),
                 "adapter": _weights(spec.adapter_path) if spec.adapter_path else None,
                 "tokenizer": _weights(spec.tokenizer_path), "dtype": spec.dtype, "sampling": asdict(spec.sampling),
                 "prompts": hashlib.sha256(json.dumps(prompts).encode()).hexdigest(),
                 "problem_ids": problem_ids, "n_samples": n_samples, "shard_size": shard_size, "seed": seed}
+    if stages:  # only race plans hold it: every other plan keeps the fingerprint it had
+        identity["stages"] = list(stages)
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -48,10 +48,17 @@ def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
 
 def load_eval_config(cfg: DictConfig) -> RunConfig:
     """load_run_config plus the model and eval sources checked (preflight); one ConfigError lists all."""
-    run = load_run_config(cfg, more_checks=(lambda run: preflight_problems(run, train=False),))
+    run = load_run_config(cfg, more_checks=(_one_checkpoint, lambda run: preflight_problems(run, train=False)))
     if run.eval.checkpoint:
         run.eval.checkpoint = str(Path(run.eval.checkpoint).expanduser().absolute())
     return run
+
+
+def _one_checkpoint(run: RunConfig) -> list[str]:
+    if run.eval.checkpoints == "race":
+        return ["eval.checkpoints=race races the saved checkpoints of a training run (python -m opsd_sweep); a "
+                "standalone evaluation scores one checkpoint with all eval.n_samples: drop eval.checkpoints=race"]
+    return []
 
 
 def evaluate_standalone(run: RunConfig) -> dict:

@@ -39,6 +39,8 @@ ADDED = {
     "train.strategy": Added("ddp"),
     "train.stop_on_collapse": Added(False),
     # earlier runs had no collapse rule: the summary judges them by today's default
+    "eval.checkpoint_race": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "eval/aime24.yaml").checkpoint_race),
+                                  lambda e: e["checkpoints"] != "race"),
     "train.collapse": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "recipe/paper.yaml").train.collapse)),
 }
 
