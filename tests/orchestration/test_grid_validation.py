@@ -31,3 +31,13 @@ def test_an_invalid_grid_fails_at_once_with_every_problem(tmp_path, cache_dir, g
         assert text not in output
     assert not list(tmp_path.rglob("status.json")) and not list(tmp_path.rglob("config.yaml"))
     assert "Traceback" not in output
+
+
+def test_the_standalone_evaluation_refuses_the_old_anchor_name_with_the_new_one(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "opsd_sweep.evaluate", "baseline=tiny", f"results_root={tmp_path}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "write 'anchor=tiny'" in proc.stderr, proc.stdout + proc.stderr
+    assert not list(tmp_path.rglob("status.json"))

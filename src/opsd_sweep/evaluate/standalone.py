@@ -6,7 +6,7 @@
 
 Each evaluation is a run directory <results_root>/<group>/eval-<model>-<checkpoint>-s<seed>-<key8>/
 with config.yaml, status.json (kind: eval_only) and eval/eval.json, so the analysis reads it like a
-run (e.g. as the baseline anchor). Its key hashes model, eval settings and seed: the same command
+run (e.g. as the published anchor). Its key hashes model, eval settings and seed: the same command
 resumes or skips a finished evaluation (force=true redoes it).
 """
 
