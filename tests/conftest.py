@@ -49,3 +49,11 @@ def run_sweep(args: list[str], results: Path, cache: Path, timeout: int = 600, e
     env = dict(os.environ, OPSD_RESULTS=str(results), OPSD_CACHE=str(cache), **(env_extra or {}))
     return subprocess.run([sys.executable, "-m", "opsd_sweep", *args], check=False, cwd=REPO, env=env, text=True,
                           capture_output=True, timeout=timeout)
+
+
+def swept_group(tmp_path_factory, cache: Path, grid: list[str], group: str) -> Path:
+    """A module's one sweep (`group=<group>` in the grid), which must succeed: its group dir."""
+    results = tmp_path_factory.mktemp("results")
+    done = run_sweep(grid, results, cache)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return results / group

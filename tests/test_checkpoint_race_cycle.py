@@ -16,7 +16,7 @@ from opsd_sweep.evaluate.standalone import load_eval_config
 from opsd_sweep.identity import evaluation_problem
 from opsd_sweep.run.keys import run_key
 from opsd_sweep.summary import main as summary_main
-from tests.conftest import compose, run_sweep
+from tests.conftest import compose, swept_group
 
 N, PROBLEMS = 4, 16
 # lr=1e-2 for 8 steps: seed 1 breaks after step 2 (its later checkpoints score ~0), seed 2 keeps improving
@@ -28,10 +28,7 @@ GRID = ["-m", "profile=tiny", "eval.checkpoints=race", "learning_rate=1e-2", "se
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory, cache_dir):
-    results = tmp_path_factory.mktemp("results")
-    done = run_sweep(GRID, results, cache_dir)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return results / "race_ckpt"
+    return swept_group(tmp_path_factory, cache_dir, GRID, "race_ckpt")
 
 
 def evaluations(run_dir):

@@ -10,7 +10,7 @@ import pytest
 from opsd_sweep.config import ConfigError, load_run_config, semantic_dict
 from opsd_sweep.run.keys import run_key
 from opsd_sweep.summary import main as summary_main
-from tests.conftest import compose, run_sweep
+from tests.conftest import compose, swept_group
 
 GRID = ["-m", "profile=tiny", "eval.checkpoints=all", "eval.average_last=2", "learning_rate=1e-2", "seed=1,2",
         "train.max_steps=4", "train.save_steps=2", "eval.n_samples=2", "eval.max_problems=8", "group=every_ckpt"]
@@ -18,10 +18,7 @@ GRID = ["-m", "profile=tiny", "eval.checkpoints=all", "eval.average_last=2", "le
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory, cache_dir):
-    results = tmp_path_factory.mktemp("results")
-    done = run_sweep(GRID, results, cache_dir)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return results / "every_ckpt"
+    return swept_group(tmp_path_factory, cache_dir, GRID, "every_ckpt")
 
 
 def test_every_checkpoint_has_its_own_eval_and_the_final_one_is_eval_json(swept):

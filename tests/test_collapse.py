@@ -32,19 +32,28 @@ def test_one_noisy_step_is_no_collapse(rule):
     assert find_collapse(run([1.0, 1.2, 3.0, 1.0, 0.8, 3.1, 0.9]), rule) is None
 
 
+def test_a_spike_that_recovers_is_no_collapse(rule):
+    """The tiny demo's lr=0.01, seed 1, on an Intel Xeon VM: three steps out of band (KL 2.3 x its early
+    maximum, 6 of 8 rollouts capped), then back; it scores 74 against the base model's 42."""
+    kl = [1.647, 1.265, 1.032, 0.513, 3.871, 3.297, 2.149, 1.578, 0.451, 1.095, 0.279]
+    length = [18.0, 18.0, 18.0, 17.75, 22.375, 19.25, 13.25, 14.25, 16.25, 15.875, 17.375]
+    cap = [0.0, 0.0, 0.0, 0.0, 0.75, 0.5, 0.0, 0.0, 0.0, 0.25, 0.0]
+    assert find_collapse(run(kl, length, cap), rule) is None
+
+
 def test_a_kl_that_stays_above_the_early_band_collapses_at_its_first_step(rule):
-    found = find_collapse(run([1.35, 0.73, 1.2, 3.6, 2.9, 4.8]), rule)
-    assert found.step == 4 and found.reason == "kl_true 3.6 > 2 x early max 1.35"
+    found = find_collapse(run([1.35, 0.73, 1.2, 3.6, 2.9, 4.8, 2.3, 3.0, 1.0]), rule)
+    assert found.step == 4 and found.reason == "kl_true 3.6 > 1.5 x early max 1.35"
 
 
-@pytest.mark.parametrize("length", [[18, 18, 18, 12, 11, 18], [18, 18, 18, 23.5, 24, 18]])
+@pytest.mark.parametrize("length", [[18, 18, 18, 12, 11, 12, 13, 9, 18], [18, 18, 18, 23.5, 24, 23, 24, 25, 18]])
 def test_rollouts_that_shrink_or_grow_out_of_band_collapse(rule, length):
-    found = find_collapse(run([1.0] * 6, length=length), rule)
+    found = find_collapse(run([1.0] * 9, length=length), rule)
     assert found.step == 4 and found.reason.startswith("rollout_len") and "early mean 18 ± 25%" in found.reason
 
 
 def test_more_truncated_rollouts_collapse(rule):
-    found = find_collapse(run([1.0] * 5, cap=[0.0, 0.125, 0.5, 0.75, 0.0]), rule)
+    found = find_collapse(run([1.0] * 8, cap=[0.0, 0.125, 0.5, 0.75, 0.5, 0.5, 0.625, 0.0]), rule)
     assert found.step == 3 and found.reason == "rollout_cap_frac 0.50 > early mean + 0.25 = 0.31"
 
 

@@ -26,8 +26,9 @@ def run_dir_with_kl(path, kl: list[float]) -> str:
 
 def test_the_race_report_says_how_many_seeds_of_each_config_collapsed_and_where(tmp_path):
     healthy = [1.2, 1.0, 0.6, 0.3, 0.1, 0.05]
-    dirs = {("a", 1): healthy, ("a", 2): healthy, ("b", 1): [1.2, 1.0, 0.9, 3.1, 3.5, 4.0], ("b", 2): healthy,
-            ("b", 3): [1.2, 1.0, 0.8, 0.7, 2.6, 2.9]}  # b's seeds 1 and 3 leave the band (> 2 x 1.2) at 4 and 5
+    dirs = {("a", 1): healthy, ("a", 2): healthy, ("b", 1): [1.2, 1.0, 0.9, 3.1, 3.5, 4.0, 3.0, 2.8],
+            ("b", 2): healthy, ("b", 3): [1.2, 1.0, 0.8, 0.7, 2.6, 2.9, 2.5, 2.7, 3.0]}
+    # b's seeds 1 and 3 leave the band (> 1.5 x 1.2) at 4 and 5, for the default rule's 5 steps
     log = RaceLog(tmp_path / "g" / "race.jsonl")
     log.append(HEADER)
     for (config, seed), kl in dirs.items():
