@@ -95,6 +95,6 @@ def test_a_train_phase_that_evaluated_books_that_time_to_the_eval_phase(tmp_path
     run_dir.eval_dir.mkdir(parents=True)
     timing = {"engine": "the trainer's rollout engine", "wall_seconds": 30.0}
     run_dir.eval_json.write_text(json.dumps({"checkpoint": str(checkpoint), "timing": timing, "metrics": {},
-                                             "problems": []}))
+                                             "problems": [], "n_samples": run.eval.n_samples}))
     assert _split_phase_seconds("train", 100.0, run, run_dir) == {"train": 70.0, "evaluate": 30.0}
     assert _split_phase_seconds("evaluate", 5.0, run, run_dir) == {"evaluate": 5.0}

@@ -52,7 +52,9 @@ def test_probe_says_submit_wait_or_settled(job):
     run_dir.update_status(state="done")
     assert probe_job(cfg)[0] == "submit"  # done, but no eval.json reads back: evaluate again
     run_dir.eval_json.parent.mkdir()
-    run_dir.eval_json.write_text(json.dumps({"metrics": {}, "problems": []}))
+    run_dir.eval_json.write_text(json.dumps({"metrics": {}, "problems": [], "n_samples": 1}))
+    assert probe_job(cfg)[0] == "submit"  # fewer samples than eval.n_samples: a race round, not the whole eval
+    run_dir.eval_json.write_text(json.dumps({"metrics": {}, "problems": [], "n_samples": cfg.eval.n_samples}))
     assert probe_job(cfg)[:2] == ("done", "already done")
     run_dir.update_status(state="failed")
     assert probe_job(cfg)[0] == "failed"
