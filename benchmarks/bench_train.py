@@ -153,14 +153,17 @@ def bench_loss(s: Shapes, device, dtype) -> dict:
     return results
 
 
-def kernel_profile(fn) -> str:
-    """The CUDA kernels of one call of fn, by total time (where the loss spends its time)."""
+def kernel_profile(fn, rows: int = 14, sort_by: str = "cuda_time_total") -> str:
+    """The kernels of one call of fn, by total time (where the time goes); on CPU, the CPU ops."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    cuda = torch.cuda.is_available()
+    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
         fn()
-        torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60)
+        if cuda:
+            torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by=sort_by if cuda else "self_cpu_time_total", row_limit=rows,
+                                     max_name_column_width=60)
 
 
 def accuracy(student, teacher, mask, chunk_size: int) -> dict:
@@ -269,10 +272,12 @@ def step_flops(s: Shapes, batch: int) -> float:
     return teacher + 2 * student
 
 
-def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int], compiled: bool) -> dict:
+def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int], compiled: bool,
+                  profiled: bool = False) -> dict:
     """The naive step and ours at the recipe's micro-batch, plus ours (no checkpointing) at every other
     micro-batch in `micro_batches` (same prompts per optimizer step with less grad-accum); compared by tokens/s.
-    With `compiled`, the same again with every decoder layer compiled (train.compile=true)."""
+    With `compiled`, the same again with every decoder layer compiled (train.compile=true). With `profiled`,
+    each variant's kernels by their own time in one more step (where a step falls short of the bf16 peak)."""
     optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=1e-6)
     ours = DistillationModel(peft_model, LossSpec(chunk_size=s.chunk_size, **LOSS),
                              Teacher("fixed", 0.0, peft_model, sharded=False))
@@ -314,6 +319,10 @@ def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int], compi
                                    "mfu": flops / figures["seconds"] / H200_BF16_PEAK}
         print(f"  {name}: {figures['seconds']:.3f} s, {tokens / figures['seconds']:.0f} tok/s, "
               f"phases {({k: round(v, 3) for k, v in phases.items()})}", flush=True)
+        if profiled:
+            results[name]["kernels"] = kernel_profile(lambda: step(PhaseTimer(device)), rows=30,
+                                                      sort_by="self_cuda_time_total")
+            print(results[name]["kernels"], flush=True)
     set_checkpointing(peft_model, False)
     return results
 
@@ -438,6 +447,7 @@ def main(argv=None) -> None:
     parser.add_argument("--micro-batches", default="",
                         help="compute part: also time ours (no checkpointing) at these micro-batches, e.g. 8")
     parser.add_argument("--compile", action="store_true", help="compute part: also time ours with compiled layers")
+    parser.add_argument("--profile", action="store_true", help="compute part: each variant's kernel table (one more step)")
     parser.add_argument("--step-overrides", default="", help="extra trainer overrides for the step part, e.g. train.compile=true")
     parser.add_argument("--out", type=Path, required=True, help="results: bench_train.json and trainer logs")
     parser.add_argument("--work", type=Path, help="model, data and run dirs (default: a new temp dir)")
@@ -478,7 +488,8 @@ def main(argv=None) -> None:
         peft_model = add_lora(model, shapes.lora_r)
         micro_batches = [int(b) for b in args.micro_batches.split(",") if b]
         part("rollout", lambda: bench_rollout(shapes, peft_model, device))  # before compute compiles the layers
-        part("compute", lambda: bench_compute(shapes, peft_model, device, micro_batches, args.compile))
+        part("compute", lambda: bench_compute(shapes, peft_model, device, micro_batches, args.compile,
+                                                             args.profile))
         del peft_model
     del model
     if device.type == "cuda":
