@@ -488,8 +488,8 @@ def main(argv=None) -> None:
         peft_model = add_lora(model, shapes.lora_r)
         micro_batches = [int(b) for b in args.micro_batches.split(",") if b]
         part("rollout", lambda: bench_rollout(shapes, peft_model, device))  # before compute compiles the layers
-        part("compute", lambda: bench_compute(shapes, peft_model, device, micro_batches, args.compile,
-                                                             args.profile))
+        part("compute", lambda: bench_compute(shapes, peft_model, device, micro_batches,
+                                                             args.compile, args.profile))
         del peft_model
     del model
     if device.type == "cuda":
