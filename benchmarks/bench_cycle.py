@@ -4,6 +4,7 @@
     python3 benchmarks/bench_cycle.py --work /tmp/cycle [--cycles 3 --steps 8] [--per-phase]
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-from benchmarks/measured/aime_sized_eval_<date>.json
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --tiny    # CPU smoke check (tiny profile, no GPU)
+    python3 benchmarks/bench_cycle.py --work /tmp/cycle --steps 5 --profile-step 5   # + each cycle's step 5 profiled
 
 Part 1, cycles as a user runs them: one sweep of --cycles seeds through `python -m opsd_sweep -m` on the
 random-init Qwen3-1.7B world (opsd_sweep.random_world: student / teacher prompts ~300 / ~1,500 tokens),
@@ -113,7 +114,8 @@ def cycle_record(run_dir: Path, steps: int) -> dict:
             "gpu_minutes": round(gpu_hours(status)["gpu_hours.total"] * 60 if gpus else sum(status["phase_seconds"].values()) / 60, 3),
             "phase_worker": int(workers[-1]) if workers else None,
             "step_seconds": [round(line["step_seconds"], 3) for line in lines],
-            "steady_step_parts_s": step_parts(lines[-1]),
+            "profiled_steps": [line["step"] for line in lines if line.get("profiled")],
+            "steady_step_parts_s": step_parts([line for line in lines if not line.get("profiled")][-1]),
             "rollout_tokens_per_s": round(statistics.median(line["rollout_tokens_per_s"] for line in lines[1:])),
             "eval_generation_s": timing["generation_seconds"], "eval_grading_s": timing["grading_seconds"]}
 
@@ -121,9 +123,12 @@ def cycle_record(run_dir: Path, steps: int) -> dict:
 def sweep_figures(cycles: list[dict], steps: int) -> dict:
     """Steady step (every cycle's steps 2..N), each cycle's fixed cost, and what the sweep's first and
     later cycles recorded."""
-    steady = statistics.median(s for c in cycles for s in c["step_seconds"][1:])
-    for c in cycles:
-        c["fixed_cost_s"] = round(sum(c["phase_seconds"].values()) - steps * steady - c["eval_generation_s"], 1)
+    steady = statistics.median(s for c in cycles for step, s in enumerate(c["step_seconds"], 1)
+                               if step > 1 and step not in c["profiled_steps"])
+    for c in cycles:  # a profiled step counts as its own time, not as a steady step
+        profiled_s = sum(c["step_seconds"][step - 1] for step in c["profiled_steps"])
+        c["fixed_cost_s"] = round(sum(c["phase_seconds"].values()) - (steps - len(c["profiled_steps"])) * steady
+                                  - profiled_s - c["eval_generation_s"], 1)
     later = cycles[1:]
     return {"steady_step_s": round(steady, 3), "fixed_cost_s_first": cycles[0]["fixed_cost_s"],
             "fixed_cost_s_after_first": round(statistics.mean(c["fixed_cost_s"] for c in later), 1),
@@ -158,6 +163,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--tiny", action="store_true", help="CPU smoke check: the tiny profile, no GPU, part 1 only")
     parser.add_argument("--per-phase", action="store_true", help="a process per phase (hydra.launcher.phase_workers=false)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="--tiny: where the tiny world is (built if missing)")
+    parser.add_argument("--profile-step", type=int, default=None,
+                        help="profile this step of every cycle (train.profile_step); it is left out of the steady step")
+    parser.add_argument("--override", action="append", default=[], help="one more sweep override, e.g. train.fp32_matmul=ieee")
     args = parser.parse_args(argv)
     if args.cycles < 3 or args.steps < 2:
         parser.error(f"--cycles {args.cycles} --steps {args.steps}: give >= 3 cycles (the first is cold) and "
@@ -179,6 +187,9 @@ def main(argv=None) -> dict:
         device = torch.cuda.get_device_name(0)
     if args.per_phase:
         sweep.append("hydra.launcher.phase_workers=false")
+    if args.profile_step is not None:
+        sweep.append(f"train.profile_step={args.profile_step}")
+    sweep += args.override
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0")
     wall = run([sys.executable, "-m", "opsd_sweep", *sweep], work / "bench_cycle_sweep.log", env)
     runs = sorted((results / "bench-cycle").glob("*-s*-*"), key=lambda p: int(p.name.rsplit("-", 2)[1][1:]))

@@ -39,6 +39,8 @@ from opsd_sweep.config import RolloutConfig  # noqa: E402
 from opsd_sweep.train.collate import collate  # noqa: E402
 from opsd_sweep.train.distill import DistillationModel  # noqa: E402
 from opsd_sweep.train.loss import LossSpec, opsd_loss, opsd_loss_from_hidden  # noqa: E402
+from opsd_sweep.train.precision import fp32_matmul  # noqa: E402
+from opsd_sweep.train.profiling import profiled  # noqa: E402
 from opsd_sweep.train.rollout import HFRollout, sample  # noqa: E402
 from opsd_sweep.train.teacher import Teacher  # noqa: E402
 from opsd_sweep.train.trainer import compile_decoder_layers  # noqa: E402
@@ -154,16 +156,8 @@ def bench_loss(s: Shapes, device, dtype) -> dict:
 
 
 def kernel_profile(fn, rows: int = 14, sort_by: str = "cuda_time_total") -> str:
-    """The kernels of one call of fn, by total time (where the time goes); on CPU, the CPU ops."""
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = torch.cuda.is_available()
-    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
-        fn()
-        if cuda:
-            torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by=sort_by if cuda else "self_cpu_time_total", row_limit=rows,
-                                     max_name_column_width=60)
+    """The kernels of one call of fn, by `sort_by` (where the time goes); on CPU, the CPU ops."""
+    return profiled(fn, rows, sort_by)[1]
 
 
 def accuracy(student, teacher, mask, chunk_size: int) -> dict:
@@ -250,6 +244,11 @@ def ours_step(model: DistillationModel, student, teacher, optimizer, timer):
     optimizer_step(model.peft_model, optimizer, timer)
 
 
+def tf32_step(model: DistillationModel, student, teacher, optimizer, timer):
+    with fp32_matmul("tf32"):
+        ours_step(model, student, teacher, optimizer, timer)
+
+
 def optimizer_step(peft_model, optimizer, timer):
     with timer("optimizer"):
         torch.nn.utils.clip_grad_norm_([p for p in peft_model.parameters() if p.requires_grad], 0.1)
@@ -299,6 +298,9 @@ def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int], compi
         for b in sizes:
             variants[f"ours (no ckpt, compiled layers, micro-batch {b})"] = variant(
                 b, False, lambda st, te, t: ours_step(ours, st, te, optimizer, t))
+        for b in sizes:  # train.fp32_matmul=tf32: the fp32 LoRA matmuls on the tensor cores
+            variants[f"ours (no ckpt, compiled layers, tf32, micro-batch {b})"] = variant(
+                b, False, lambda st, te, t: tf32_step(ours, st, te, optimizer, t))
     for name, (batch, checkpointing, step) in variants.items():
         if "compiled" in name and not is_compiled(peft_model):
             compile_decoder_layers(peft_model)

@@ -75,3 +75,11 @@ def test_a_users_config_with_the_old_baseline_section_is_refused_with_the_new_pl
         load_run_config(cfg)
     with pytest.raises(ConfigError, match="is now called 'anchor'"):
         load_run_config(compose(["+baseline.mean=40"]))
+
+
+def test_training_precision_and_profile_step_are_checked_naming_the_value():
+    with pytest.raises(ConfigError) as err:
+        load_run_config(compose(["train.fp32_matmul=fp16", "train.profile_step=101"]))
+    message = str(err.value)
+    assert "train.fp32_matmul='fp16' is not one of ['tf32', 'ieee']" in message
+    assert "train.profile_step=101 must be a step of the run, 1..train.max_steps=100, or null" in message

@@ -74,12 +74,14 @@ class TrainConfig:
     max_grad_norm: float = MISSING
     gradient_checkpointing: bool = MISSING
     compile: bool = MISSING  # torch.compile each decoder layer, on GPU only (fuses the element-wise work)
+    fp32_matmul: str = MISSING  # tf32 | ieee: how CUDA runs fp32 matmuls in training (the LoRA adapter's, train/precision.py)
     strategy: str = MISSING  # ddp | fsdp: how num_gpus > 1 processes hold the model (launchers/accelerate/)
     teacher: str = MISSING     # fixed | ema | student (opsd_sweep.train.teacher)
     ema_decay: float = MISSING  # teacher=ema: ema <- decay * ema + (1 - decay) * weights per optimizer step
     report_to: str = MISSING    # none | tensorboard | wandb (opsd_sweep.trackers)
     wandb_project: str = MISSING  # report_to=wandb: the W&B project
     stop_on_collapse: bool = MISSING  # stop a run at its collapse (state collapsed, no evaluation)
+    profile_step: Optional[int] = MISSING  # profile this step: train/profile_step<N>.txt (opsd_sweep.train.profiling)
     collapse: CollapseConfig = field(default_factory=CollapseConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     student_thinking: bool = MISSING
@@ -255,9 +257,11 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers", "average_last"),
                           "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
-                          "train": ("compile", "strategy", "report_to", "wandb_project", "stop_on_collapse", "collapse"),
+                          "train": ("compile", "strategy", "report_to", "wandb_project", "stop_on_collapse", "collapse",
+                                    "profile_step"),
                           "tiny": ("dir",)}
 
+FP32_MATMUL = ("tf32", "ieee")  # opsd_sweep.train.precision
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
 STRATEGIES = ("ddp", "fsdp")  # launchers/accelerate/<strategy>.yaml, passed by the cycle to accelerate launch
@@ -267,6 +271,7 @@ CHOICES = {
     "model.dtype": ("bfloat16", "float32", "float16"),
     "model.attn_implementation": ("sdpa", "eager", "flash_attention_2"),
     "train.lr_scheduler": ("constant", "linear", "cosine"),
+    "train.fp32_matmul": FP32_MATMUL,
     "rollout.backend": BACKENDS,
     "loss.clip_mode": ("none", "elementwise", "per_token"),
     "eval.backend": BACKENDS,
@@ -327,6 +332,9 @@ def validate(run: RunConfig) -> list[str]:
     need(run.group not in ("", ".") and not group.is_absolute() and ".." not in group.parts,
          f"group={run.group!r} must name a folder inside results_root ({run.results_root}): a relative path "
          "without '..' (e.g. group=lr_sweep); to write elsewhere, set results_root")
+    step = run.train.profile_step
+    need(step is None or 1 <= step <= run.train.max_steps,
+         f"train.profile_step={step} must be a step of the run, 1..train.max_steps={run.train.max_steps}, or null")
     need(run.clip is None or run.clip >= 0, f"clip={run.clip} must be >= 0 or null (e.g. clip=0.05)")
     t = run.train
     need(t.num_gpus >= 0, f"train.num_gpus={t.num_gpus} must be >= 0 (0 = CPU)")

@@ -208,3 +208,35 @@ def test_compiled_decoder_layers_give_the_same_loss_and_gradients(world):
     torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-5, atol=1e-6)
     for got, want in zip(compiled_grads, eager_grads):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["tf32", "ieee"])
+def test_fp32_matmul_holds_for_the_training_steps_and_is_put_back(world, tmp_path, monkeypatch, mode):
+    """train.fp32_matmul is process-wide in torch: it must cover every step and no later phase of a warm
+    worker (an evaluation in the same process computes as in a fresh one)."""
+    from opsd_sweep.train import trainer as trainer_module
+
+    seen, step = [], OPSDTrainer.train_step
+
+    def recording_step(self):
+        seen.append(torch.backends.cuda.matmul.allow_tf32)
+        return step(self)
+
+    monkeypatch.setattr(OPSDTrainer, "train_step", recording_step)
+    before = torch.backends.cuda.matmul.allow_tf32
+    run = train_run(world, tmp_path, "train.max_steps=2", "train.save_steps=2", f"train.fp32_matmul={mode}")
+    trainer_module.main(make_run_dir(tmp_path / "run", run).path)
+    assert seen == [mode == "tf32"] * 2
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_profile_step_writes_that_steps_kernel_table_and_marks_its_line(world, tmp_path):
+    from opsd_sweep.train import trainer as trainer_module
+
+    run = train_run(world, tmp_path, "train.max_steps=3", "train.save_steps=3", "train.profile_step=2")
+    run_dir = make_run_dir(tmp_path / "run", run)
+    trainer_module.main(run_dir.path)
+    table = (run_dir.train_dir / "profile_step2.txt").read_text()
+    assert "Self CPU time total" in table and "aten::" in table
+    assert [line.get("profiled", False) for line in read_metrics(run_dir)] == [False, True, False]
+    assert sorted(p.name for p in run_dir.train_dir.glob("profile_step*")) == ["profile_step2.txt"]

@@ -38,9 +38,12 @@ ADDED = {
     "eval.max_num_seqs": Added(256),
     "train.strategy": Added("ddp"),
     "train.stop_on_collapse": Added(False),
+    "train.profile_step": Added(None),
     # earlier runs had no collapse rule: the summary judges them by today's default
     "eval.checkpoint_race": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "eval/aime24.yaml").checkpoint_race),
                                   lambda e: e["checkpoints"] != "race"),
+    # earlier runs did their fp32 (LoRA) matmuls in full fp32; runs that still do keep their key
+    "train.fp32_matmul": Added("ieee", lambda train: train["fp32_matmul"] == "ieee"),
     "train.collapse": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "recipe/paper.yaml").train.collapse)),
 }
 

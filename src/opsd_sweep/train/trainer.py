@@ -31,6 +31,8 @@ from opsd_sweep.train import checkpoint
 from opsd_sweep.train.collate import collate
 from opsd_sweep.train.distill import DistillationModel
 from opsd_sweep.train.loss import LossSpec
+from opsd_sweep.train.precision import fp32_matmul
+from opsd_sweep.train.profiling import profiled
 from opsd_sweep.backends import prepare_vllm_process, resolve_backend
 from opsd_sweep.train.engine_plan import plan_rollout_engine, training_step_bytes
 from opsd_sweep.train.rollout import HFRollout, Rollouts
@@ -226,6 +228,14 @@ class OPSDTrainer:
         memory.end()
         return self._metrics(records, rollouts, float(grad_norm), lr, timer, memory, time.perf_counter() - started)
 
+    def _profiled_step(self) -> dict:
+        """train_step under torch.profiler (train.profile_step): the table goes next to metrics.jsonl and the
+        line says the step was profiled (the profiler slows it: not a steady step)."""
+        line, table = profiled(self.train_step)
+        if self.accelerator.is_main_process:
+            atomic_write_text(self.run_dir.train_dir / f"profile_step{self.step}.txt", table + "\n")
+        return line | {"profiled": True}
+
     def _save_adapter(self, path: Path) -> None:
         """Write the student's PEFT adapter (rank 0 writes; under FSDP every rank helps gather it)."""
         acc = self.accelerator
@@ -248,7 +258,7 @@ class OPSDTrainer:
                    disable=not self.accelerator.is_main_process)
         found = None
         while self.step < t.max_steps:
-            line = self.train_step()
+            line = self._profiled_step() if self.step + 1 == t.profile_step else self.train_step()
             self._write_metrics(line)
             self.history.append(line)
             self.tracker.log({"train": line}, self.step)
@@ -373,6 +383,8 @@ def main(run_dir: str | Path) -> None:
     run_dir.train_dir.mkdir(parents=True, exist_ok=True)
     trainer = OPSDTrainer(run, run_dir)
     trainer.setup()
-    if trainer.train() is None:  # a collapsed run is not evaluated
+    with fp32_matmul(run.train.fp32_matmul):  # the steps only: never the engine's start or the evaluation
+        collapsed = trainer.train()
+    if collapsed is None:  # a collapsed run is not evaluated
         trainer.evaluate_final()
     trainer.cleanup()
