@@ -225,11 +225,9 @@ def set_checkpointing(peft_model, on: bool) -> None:
 def naive_step(peft_model, student, teacher, optimizer, timer):
     keep = student.completion_len + 1
     with timer("teacher"), torch.no_grad(), peft_model.disable_adapter():
-        teacher_logits = peft_model(input_ids=teacher.input_ids, attention_mask=teacher.attention_mask,
-                                    position_ids=teacher.position_ids, use_cache=False).logits[:, -keep:-1]
+        teacher_logits = peft_model(input_ids=teacher.input_ids, use_cache=False).logits[:, -keep:-1]
     with timer("student"):
-        student_logits = peft_model(input_ids=student.input_ids, attention_mask=student.attention_mask,
-                                    position_ids=student.position_ids, use_cache=False).logits[:, -keep:-1]
+        student_logits = peft_model(input_ids=student.input_ids, use_cache=False).logits[:, -keep:-1]
     with timer("loss"):
         loss = naive_loss(student_logits, teacher_logits, student.completion_mask)
     with timer("backward"):

@@ -52,7 +52,8 @@ def test_unknown_choice_lists_allowed_values():
 def test_run_key_is_stable_and_moves_only_with_semantics(tmp_path):
     base = semantic_dict(load_run_config(compose(["profile=tiny"])))
     same = semantic_dict(load_run_config(compose(["profile=tiny", f"results_root={tmp_path}", "group=other",
-                                                  "force=true", f"cache_dir={tmp_path}/c"])))
+                                                  "force=true", f"cache_dir={tmp_path}/c", "train.fp32_matmul=ieee",
+                                                  "train.profile_step=2"])))
     assert run_key(base) == run_key(same)
     for change in (["seed=2"], ["learning_rate=2e-3"], ["clip=0.1"], ["loss.beta=0.5"],
                    ["eval.n_samples=8"], ["train.max_steps=5"], ["rollout.temperature=0.7"]):

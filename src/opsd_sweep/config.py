@@ -257,8 +257,8 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
                                    "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
                                    "grade_workers", "average_last"),
                           "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
-                          "train": ("compile", "strategy", "report_to", "wandb_project", "stop_on_collapse", "collapse",
-                                    "profile_step"),
+                          "train": ("compile", "fp32_matmul", "strategy", "report_to", "wandb_project", "stop_on_collapse",
+                                    "collapse", "profile_step"),
                           "tiny": ("dir",)}
 
 FP32_MATMUL = ("tf32", "ieee")  # opsd_sweep.train.precision

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from opsd_sweep.train.collate import collate
+from opsd_sweep.train.collate import collate, completion_hidden
 from opsd_sweep.train.distill import DistillationModel
 from opsd_sweep.train.loss import LossSpec
 from opsd_sweep.train.teacher import Teacher
@@ -40,13 +40,24 @@ def ids(n: int, offset: int) -> list[int]:
     return [10 + (offset + 7 * i) % 250 for i in range(n)]
 
 
-def test_layout_is_left_padded_prompt_then_completion_with_contiguous_positions():
+def test_layout_is_prompt_then_completion_right_padded_with_each_rows_completion_start():
     batch = collate([ids(3, 0), ids(5, 1)], [ids(2, 2), ids(4, 3)], pad_id=0)
-    assert batch.input_ids.shape == (2, 9) and batch.completion_len == 4
-    assert batch.attention_mask.tolist() == [[0, 0, 1, 1, 1, 1, 1, 0, 0], [1] * 9]
-    assert batch.position_ids[0, 2:7].tolist() == list(range(5)) and batch.position_ids[1].tolist() == list(range(9))
+    assert batch.input_ids.shape == (2, 9) and batch.completion_len == 4 and batch.n_tokens == 5 + 9
+    assert batch.input_ids[0].tolist() == ids(3, 0) + ids(2, 2) + [0] * 4
+    assert batch.input_ids[1].tolist() == ids(5, 1) + ids(4, 3)
+    assert batch.completion_start.tolist() == [3, 5]
     assert batch.completion_mask.tolist() == [[True, True, False, False], [True] * 4]
-    assert batch.input_ids[0, 5:7].tolist() == ids(2, 2)
+
+
+def test_completion_hidden_takes_the_columns_that_predict_each_rows_completion():
+    class Echo(torch.nn.Module):  # hidden state = the input id, so the gathered columns can be read off
+        def forward(self, input_ids, use_cache):
+            return type("Out", (), {"last_hidden_state": input_ids[..., None].float()})
+
+    batch = collate([[1, 2, 3], [4, 5, 6, 7, 8]], [[9, 10], [11, 12, 13, 14]], pad_id=0)
+    got = completion_hidden(Echo(), batch)[..., 0]
+    assert got[1].tolist() == [8, 11, 12, 13]  # the last prompt token predicts the first completion token
+    assert got[0, :2].tolist() == [3, 9]  # past the row's completion: masked, clamped to the last column
 
 
 def test_example_is_the_same_alone_and_among_longer_and_shorter_prompts(student_teacher):

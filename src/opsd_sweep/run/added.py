@@ -42,8 +42,7 @@ ADDED = {
     # earlier runs had no collapse rule: the summary judges them by today's default
     "eval.checkpoint_race": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "eval/aime24.yaml").checkpoint_race),
                                   lambda e: e["checkpoints"] != "race"),
-    # earlier runs did their fp32 (LoRA) matmuls in full fp32; runs that still do keep their key
-    "train.fp32_matmul": Added("ieee", lambda train: train["fp32_matmul"] == "ieee"),
+    "train.fp32_matmul": Added("ieee"),  # earlier runs did their fp32 (LoRA) matmuls in full fp32
     "train.collapse": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "recipe/paper.yaml").train.collapse)),
 }
 

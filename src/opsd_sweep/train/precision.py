@@ -5,7 +5,8 @@ adapter's matmuls are the fp32 ones of a training step. In full fp32 ("ieee") cu
 the CUDA cores: 29% of the GPU time of a micro-batch on an H200 (BENCHMARKS.md, the step's kernels).
 "tf32" runs them on the tensor cores with 10-bit mantissa inputs and fp32 accumulation: the inputs
 from the bf16 model are exact in TF32, the result is added to a bf16 output, and the weights, the
-gradients and AdamW stay fp32. With model.dtype=float32 the setting covers the whole model.
+gradients and AdamW stay fp32. With model.dtype=float32 the setting covers the whole model. Like
+train.compile it changes roundings, not the recipe, so it stays out of the run key.
 
 The setting is process-wide in torch, so it holds for the training phase only and is put back after
 (a phase worker runs the next cycle's phases in the same process). CPU matmuls do not use it. It goes
