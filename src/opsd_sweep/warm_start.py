@@ -71,7 +71,7 @@ def _split_fact(tokenizer, fact: str) -> tuple[list[int], list[int]]:
 
 def pad_batch(pairs: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded prompt + completion rows; labels only on completion tokens (positions start at 0,
-    as the trainer's and evaluator's left-padded batches count them)."""
+    as the trainer's right-padded and the evaluator's left-padded batches count them)."""
     width = max(len(p) + len(c) for p, c in pairs)
     ids, mask, labels = [], [], []
     for prompt, completion in pairs:
