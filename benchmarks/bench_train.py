@@ -202,13 +202,37 @@ def add_lora(model, r: int):
                                             task_type="CAUSAL_LM"))
 
 
-def random_batches(s: Shapes, device, batch: int):
+@dataclass(frozen=True)
+class MicroBatch:
+    """One micro-batch of random ids in both layouts: ours (collate: right-padded, no mask) and the
+    published one (left-padded prompts, an attention mask and position ids: what naive_step feeds)."""
+    ours: tuple  # (student Batch, teacher Batch)
+    naive: tuple  # ((input_ids, attention_mask, position_ids), same for the teacher, completion_mask)
+    student_lens: list[int]
+    teacher_lens: list[int]
+
+
+def random_batches(s: Shapes, device, batch: int, spread: float) -> MicroBatch:
+    """Prompt lengths drawn from [(1 - spread) x, x] of the recipe's (the cycle's prompts differ in length:
+    a padded batch is what the trainer computes on); completions at the cap."""
     rng = random.Random(0)
     ids = lambda n: [rng.randrange(3, s.vocab) for _ in range(n)]  # noqa: E731
+    length = lambda n: rng.randint(max(1, round(n * (1 - spread))), n)  # noqa: E731
     completions = [ids(s.completion) for _ in range(batch)]
-    student = collate([ids(s.student_prompt) for _ in range(batch)], completions, 0).to(device)
-    teacher = collate([ids(s.teacher_prompt) for _ in range(batch)], completions, 0).to(device)
-    return student, teacher
+    students = [ids(length(s.student_prompt)) for _ in range(batch)]
+    teachers = [ids(length(s.teacher_prompt)) for _ in range(batch)]
+    ours = (collate(students, completions, 0).to(device), collate(teachers, completions, 0).to(device))
+    naive = (left_padded(students, completions, device), left_padded(teachers, completions, device),
+             ours[0].completion_mask)
+    return MicroBatch(ours, naive, [len(p) for p in students], [len(p) for p in teachers])
+
+
+def left_padded(prompts: list[list[int]], completions: list[list[int]], device) -> tuple:
+    """The published layout (completions of one length here): [pad | prompt | completion], a mask, positions."""
+    width = max(len(p) for p in prompts)
+    rows = [[0] * (width - len(p)) + p + c for p, c in zip(prompts, completions)]
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * (len(p) + len(c)) for p, c in zip(prompts, completions)])
+    return torch.tensor(rows).to(device), mask.to(device), (mask.cumsum(-1) - 1).clamp(min=0).to(device)
 
 
 def is_compiled(peft_model) -> bool:
@@ -222,14 +246,20 @@ def set_checkpointing(peft_model, on: bool) -> None:
         peft_model.get_base_model().gradient_checkpointing_disable()
 
 
-def naive_step(peft_model, student, teacher, optimizer, timer):
-    keep = student.completion_len + 1
+def naive_step(peft_model, student, teacher, completion_mask, optimizer, timer):
+    keep = completion_mask.shape[1] + 1
+
+    def logits(model, inputs):
+        input_ids, attention_mask, position_ids = inputs
+        return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                     use_cache=False).logits[:, -keep:-1]
+
     with timer("teacher"), torch.no_grad(), peft_model.disable_adapter():
-        teacher_logits = peft_model(input_ids=teacher.input_ids, use_cache=False).logits[:, -keep:-1]
+        teacher_logits = logits(peft_model, teacher)
     with timer("student"):
-        student_logits = peft_model(input_ids=student.input_ids, use_cache=False).logits[:, -keep:-1]
+        student_logits = logits(peft_model, student)
     with timer("loss"):
-        loss = naive_loss(student_logits, teacher_logits, student.completion_mask)
+        loss = naive_loss(student_logits, teacher_logits, completion_mask)
     with timer("backward"):
         loss.backward()
     optimizer_step(peft_model, optimizer, timer)
@@ -254,39 +284,40 @@ def optimizer_step(peft_model, optimizer, timer):
         optimizer.zero_grad(set_to_none=True)
 
 
-def step_flops(s: Shapes, batch: int) -> float:
-    """Useful FLOPs of one micro-batch of `batch` examples: teacher forward + student forward + student backward to the
-    activations (~ one forward; LoRA weight gradients are negligible). LM head at completion
-    positions only; causal attention counted as half the square."""
+def step_flops(s: Shapes, student_lens: list[int], teacher_lens: list[int]) -> float:
+    """Useful FLOPs of one micro-batch with these prompt lengths: teacher forward + student forward + student
+    backward to the activations (~ one forward; LoRA weight gradients are negligible). LM head at
+    completion positions only; causal attention counted as half the square; padding not counted."""
     proj = s.hidden * (s.heads * s.head_dim) * 2 + s.hidden * (s.kv_heads * s.head_dim) * 2 + 3 * s.hidden * s.intermediate
     lora = s.lora_r * (2 * s.hidden + s.heads * s.head_dim * 2 + 2 * s.kv_heads * s.head_dim
                        + 3 * (s.hidden + s.intermediate))
     attention = lambda n: s.layers * 2 * n * n * s.heads * s.head_dim  # noqa: E731  (QK^T + AV, causal half)
     head = 2 * s.hidden * s.vocab * s.completion
-    lt, ls = s.teacher_prompt + s.completion, s.student_prompt + s.completion
-    teacher = batch * (2 * s.layers * proj * lt + attention(lt) + head)
-    student = batch * (2 * s.layers * (proj + lora) * ls + attention(ls) + head)
+    teacher = sum(2 * s.layers * proj * lt + attention(lt) + head for lt in (n + s.completion for n in teacher_lens))
+    student = sum(2 * s.layers * (proj + lora) * ls + attention(ls) + head for ls in (n + s.completion for n in student_lens))
     return teacher + 2 * student
 
 
 def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int], compiled: bool,
-                  profiled: bool = False) -> dict:
+                  profiled: bool = False, spread: float = 0.0) -> dict:
     """The naive step and ours at the recipe's micro-batch, plus ours (no checkpointing) at every other
     micro-batch in `micro_batches` (same prompts per optimizer step with less grad-accum); compared by tokens/s.
     With `compiled`, the same again with every decoder layer compiled (train.compile=true). With `profiled`,
-    each variant's kernels by their own time in one more step (where a step falls short of the bf16 peak)."""
+    each variant's kernels by their own time in one more step (where a step falls short of the bf16 peak).
+    Prompt lengths vary by `spread` (random_batches); naive gets the published left-padded layout."""
     optimizer = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=1e-6)
     ours = DistillationModel(peft_model, LossSpec(chunk_size=s.chunk_size, **LOSS),
                              Teacher("fixed", 0.0, peft_model, sharded=False))
     peft_model.train()
     results = {}
-    batches = {b: random_batches(s, device, b) for b in sorted({s.batch, *micro_batches})}
+    batches = {b: random_batches(s, device, b, spread) for b in sorted({s.batch, *micro_batches})}
 
-    def variant(batch: int, checkpointing: bool, step_fn):
-        return batch, checkpointing, lambda t: step_fn(*batches[batch], t)
+    def variant(batch: int, checkpointing: bool, step_fn, layout: str = "ours"):
+        return batch, checkpointing, lambda t: step_fn(*getattr(batches[batch], layout), t)
 
     variants = {"naive (ckpt, full logits, bf16 loss)":
-                variant(s.batch, True, lambda st, te, t: naive_step(peft_model, st, te, optimizer, t)),
+                variant(s.batch, True, lambda st, te, mask, t: naive_step(peft_model, st, te, mask, optimizer, t),
+                        "naive"),
                 "ours + ckpt": variant(s.batch, True, lambda st, te, t: ours_step(ours, st, te, optimizer, t))}
     sizes = sorted({s.batch, *micro_batches})
     for b in sizes:
@@ -312,7 +343,9 @@ def bench_compute(s: Shapes, peft_model, device, micro_batches: list[int], compi
             step(timers[-1])
 
         figures = measure(timed, device)
-        tokens, flops = batch * (s.student_prompt + s.teacher_prompt + 2 * s.completion), step_flops(s, batch)
+        mb = batches[batch]
+        tokens = sum(mb.student_lens) + sum(mb.teacher_lens) + 2 * batch * s.completion
+        flops = step_flops(s, mb.student_lens, mb.teacher_lens)
         phases = {p: statistics.median(t.seconds[p] for t in timers[1:]) for p in timers[-1].seconds}
         results[name] = figures | {"micro_batch": batch, "tokens_per_step": tokens, "phases": phases,
                                    "tokens_per_s": tokens / figures["seconds"],
@@ -448,6 +481,8 @@ def main(argv=None) -> None:
                         help="compute part: also time ours (no checkpointing) at these micro-batches, e.g. 8")
     parser.add_argument("--compile", action="store_true", help="compute part: also time ours with compiled layers")
     parser.add_argument("--profile", action="store_true", help="compute part: each variant's kernel table (one more step)")
+    parser.add_argument("--length-spread", type=float, default=0.1,
+                        help="compute part: prompt lengths drawn from [(1 - x) L, L] (0: one length, no padding)")
     parser.add_argument("--step-overrides", default="", help="extra trainer overrides for the step part, e.g. train.compile=true")
     parser.add_argument("--out", type=Path, required=True, help="results: bench_train.json and trainer logs")
     parser.add_argument("--work", type=Path, help="model, data and run dirs (default: a new temp dir)")
@@ -489,7 +524,7 @@ def main(argv=None) -> None:
         micro_batches = [int(b) for b in args.micro_batches.split(",") if b]
         part("rollout", lambda: bench_rollout(shapes, peft_model, device))  # before compute compiles the layers
         part("compute", lambda: bench_compute(shapes, peft_model, device, micro_batches,
-                                                             args.compile, args.profile))
+                                                             args.compile, args.profile, args.length_spread))
         del peft_model
     del model
     if device.type == "cuda":
