@@ -58,8 +58,9 @@ TINY = ["profile=tiny", "eval.max_problems=4", "eval.n_samples=1", "hydra.launch
 WORKER = re.compile(r"=== \S+ phase worker (\d+): train ===")
 
 
-def aime_sized_eval(run_dir: Path, work: Path, length_seed: int) -> dict:
-    """Part 2: 360 forced-length requests on an engine set up like the cycle's, timed."""
+def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype: str = "auto") -> dict:
+    """Part 2: 360 forced-length requests on an engine set up like the cycle's, timed (kv_cache_dtype: the
+    evaluator option eval.kv_cache_dtype)."""
     from omegaconf import OmegaConf
 
     from opsd_sweep.config import from_dict
@@ -74,7 +75,8 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int) -> dict:
 
     rd = RunDir(run_dir)
     run = from_dict(OmegaConf.to_container(OmegaConf.load(rd.config)))
-    run = replace(run, eval=replace(run.eval, backend="vllm", n_samples=N_SAMPLES, max_new_tokens=38912))
+    run = replace(run, eval=replace(run.eval, backend="vllm", n_samples=N_SAMPLES, max_new_tokens=38912,
+                                    kv_cache_dtype=kv_cache_dtype))
     problems = load_problems(run.eval)
     spec = replace(engine_spec(run, rd.latest_checkpoint()),
                    gpu_memory_utilization=run.rollout.gpu_memory_utilization)  # the share the shared engine has
@@ -99,7 +101,7 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int) -> dict:
     mismatches = sum(samples[j.problem, j.sample].n_tokens != j.length for s in shards for j in s.jobs)
     return {"requests": len(forced), "lengths": summarize(forced, forced), "engine_start_s": round(engine_s, 1),
             "generation_s": round(generation_s, 1), "tokens_per_s": round(sum(forced) / generation_s),
-            "length_mismatches": mismatches, "max_num_seqs": spec.max_num_seqs,
+            "length_mismatches": mismatches, "max_num_seqs": spec.max_num_seqs, "kv_cache_dtype": kv_cache_dtype,
             "gpu_memory_utilization": spec.gpu_memory_utilization}
 
 
@@ -165,6 +167,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--cache-dir", type=Path, default=None, help="--tiny: where the tiny world is (built if missing)")
     parser.add_argument("--profile-step", type=int, default=None,
                         help="profile this step of every cycle (train.profile_step); it is left out of the steady step")
+    parser.add_argument("--eval-kv-cache", default="auto", choices=["auto", "fp8"],
+                        help="part 2 on an engine with this eval.kv_cache_dtype (an evaluator option)")
     parser.add_argument("--override", action="append", default=[], help="one more sweep override, e.g. train.fp32_matmul=ieee")
     args = parser.parse_args(argv)
     if args.cycles < 3 or args.steps < 2:
@@ -211,7 +215,7 @@ def main(argv=None) -> dict:
         small = statistics.mean(c["eval_generation_s"] + c["eval_grading_s"] for c in cycles[1:])
         report |= projection(cycles, figures, small, "the sweep's own small eval (not AIME-sized)")
     else:
-        report["aime_eval"] = aime = aime_sized_eval(runs[0], work, args.length_seed)
+        report["aime_eval"] = aime = aime_sized_eval(runs[0], work, args.length_seed, args.eval_kv_cache)
         eval_s = aime["generation_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
         report |= projection(cycles, figures, eval_s, "AIME24-sized (part 2), grading scaled by 12x the samples")
     path = out / f"bench_cycle_{report['date']}.json"

@@ -158,6 +158,7 @@ class EvalConfig:
     gpu_memory_utilization: float = MISSING  # vllm
     max_model_len: int = MISSING             # vllm: prompt + completion tokens per sequence
     merge_lora: bool = MISSING               # vllm: merge the adapter into the weights (else LoRARequest)
+    kv_cache_dtype: str = MISSING            # vllm: auto (the model's dtype) | fp8: an evaluator option, in the key
     hf_cache: str = MISSING                  # hf: dynamic | static (static = compiled decode on GPU)
     grade_timeout: int = MISSING             # seconds per math-verify parse / verify call
     grade_workers: int = MISSING             # 0 = grade in the main thread, else a process pool
@@ -261,6 +262,7 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
                                     "collapse", "profile_step"),
                           "tiny": ("dir",)}
 
+KV_CACHE_DTYPES = ("auto", "fp8")  # eval.kv_cache_dtype: vLLM's kv_cache_dtype ("fp8" = e4m3)
 FP32_MATMUL = ("tf32", "ieee")  # opsd_sweep.train.precision
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
@@ -276,6 +278,7 @@ CHOICES = {
     "loss.clip_mode": ("none", "elementwise", "per_token"),
     "eval.backend": BACKENDS,
     "eval.hf_cache": ("dynamic", "static"),
+    "eval.kv_cache_dtype": KV_CACHE_DTYPES,
     "executor": ("real", "simulate"),
 }
 
@@ -400,6 +403,8 @@ def validate(run: RunConfig) -> list[str]:
     need(e.backend != "vllm" or e.max_model_len > e.max_new_tokens,
          f"eval.max_model_len={e.max_model_len} must exceed eval.max_new_tokens={e.max_new_tokens} by the prompt "
          "length (e.g. eval.max_model_len=40960 for 38912 new tokens)")
+    need(e.kv_cache_dtype == "auto" or e.backend != "hf",
+         f"eval.kv_cache_dtype={e.kv_cache_dtype} is a vLLM option: set eval.backend=vllm or eval.kv_cache_dtype=auto")
     need(e.grade_timeout >= 1, f"eval.grade_timeout={e.grade_timeout} must be >= 1 second")
     need(e.grade_workers >= 0, f"eval.grade_workers={e.grade_workers} must be >= 0 (0 = main thread)")
     need(run.anchor.n >= 1 and run.anchor.sd >= 0,

@@ -98,10 +98,12 @@ def serving(backend: str, checkpoint: Path | None, merge_lora: bool) -> str:
     return "vllm merge_lora" if merge_lora else "vllm LoRARequest"
 
 
-def evaluator_identity(backend: str, checkpoint: Path | None, merge_lora: bool) -> dict:
-    """The evaluator record an eval.json carries: {backend, serving, version}."""
+def evaluator_identity(backend: str, checkpoint: Path | None, merge_lora: bool, kv_cache_dtype: str = "auto") -> dict:
+    """The evaluator record an eval.json carries: {backend, serving, version}, and kv_cache when the KV cache
+    is not kept in the model's dtype (eval.kv_cache_dtype; absent otherwise, so earlier records still match)."""
     how = serving(backend, checkpoint, merge_lora)
-    return {"backend": backend, "serving": how, "version": EVALUATOR_VERSIONS[how]}
+    record = {"backend": backend, "serving": how, "version": EVALUATOR_VERSIONS[how]}
+    return record if kv_cache_dtype == "auto" else record | {"kv_cache": kv_cache_dtype}
 
 
 def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool) -> str | None:

@@ -88,3 +88,14 @@ def test_engine_groups_follow_gpus_and_tensor_parallel_size():
         engine_groups("vllm", 4, None, ["0", "1"])
     with pytest.raises(RuntimeError, match="eval.engines=3 needs 3 GPUs"):
         engine_groups("vllm", 1, 3, ["0", "1"])
+
+
+def test_an_fp8_kv_cache_evaluator_is_another_plan_and_the_default_keeps_its_fingerprint():
+    from opsd_sweep.identity import evaluator_identity
+
+    default = evaluator_identity("vllm", None, False)
+    assert default == {"backend": "vllm", "serving": "base model", "version": 1}  # what eval.json files hold today
+    fp8 = evaluator_identity("vllm", None, False, "fp8")
+    assert fp8 == default | {"kv_cache": "fp8"}
+    plan = ([[1, 2]] * 3, IDS, 2, 16, 1)
+    assert fingerprint(SPEC, default, *plan) != fingerprint(SPEC, fp8, *plan)

@@ -98,3 +98,20 @@ def test_a_train_phase_that_evaluated_books_that_time_to_the_eval_phase(tmp_path
                                              "problems": [], "n_samples": run.eval.n_samples}))
     assert _split_phase_seconds("train", 100.0, run, run_dir) == {"train": 70.0, "evaluate": 30.0}
     assert _split_phase_seconds("evaluate", 5.0, run, run_dir) == {"evaluate": 5.0}
+
+
+def test_an_fp8_kv_cache_eval_gets_an_engine_of_its_own_and_never_runs_on_hf(monkeypatch):
+    """eval.kv_cache_dtype=fp8 is an evaluator option: the rollout engine keeps the model's dtype in its KV cache
+    (the training samples do not change), so it cannot serve that evaluation; and hf has no fp8 KV cache, so an
+    evaluation that would run there is refused instead of scored in bf16."""
+    from opsd_sweep.evaluate.evaluator import resolve_eval_backend
+    from opsd_sweep.train import engine_plan
+
+    monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
+    assert plan_rollout_engine(paper_run(), 1, 137 * GB, 141 * GB, 10 * GB).serves_eval
+    fp8 = plan_rollout_engine(paper_run("eval.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB)
+    assert not fp8.serves_eval and fp8.serves_eval_why.startswith("eval.kv_cache_dtype=fp8")
+    with pytest.raises(ValueError, match=r"eval.kv_cache_dtype=fp8 is a vLLM option, but the evaluation runs on hf"):
+        resolve_eval_backend(paper_run("eval.kv_cache_dtype=fp8"), gpus=[])
+    with pytest.raises(ConfigError, match=r"eval.kv_cache_dtype=fp8 is a vLLM option: set eval.backend=vllm"):
+        paper_run("eval.kv_cache_dtype=fp8", "eval.backend=hf")

@@ -120,3 +120,11 @@ def test_a_checkpoint_resumes_only_under_the_strategy_that_wrote_it(tmp_path):
     with pytest.raises(RuntimeError, match="was written under train.strategy=ddp; resume with it"):
         checkpoint.load_trainer_state(path, accelerator=acc, optimizer=optimizer, scheduler=scheduler,
                                       sharded_optimizer=True, teacher=None)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
+def test_an_fp8_kv_cache_eval_with_the_auto_backend_and_no_vllm_is_refused_by_the_preflight():
+    run = load_run_config(compose(["train.num_gpus=1", "train.per_device_batch_size=8", "train.grad_accum_steps=4",
+                                   "eval.kv_cache_dtype=fp8"]))
+    assert any(p.startswith("eval.kv_cache_dtype=fp8 is a vLLM option, but eval.backend=auto resolves to hf here")
+               for p in preflight_problems(run, train=False))

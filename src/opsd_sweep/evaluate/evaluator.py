@@ -64,7 +64,7 @@ def engine_spec(run: RunConfig, checkpoint: Path | None) -> EngineSpec:
                       hf_cache=e.hf_cache,
                       tensor_parallel_size=e.tensor_parallel_size,
                       gpu_memory_utilization=e.gpu_memory_utilization, max_model_len=e.max_model_len,
-                      seed=run.seed)
+                      kv_cache_dtype=e.kv_cache_dtype, seed=run.seed)
 
 
 def check_fits(run: RunConfig, prompts: list[list[int]]) -> None:
@@ -130,6 +130,9 @@ def problem_records(problems: list[Problem], n_samples: int, samples: dict[tuple
 def resolve_eval_backend(run: RunConfig, gpus: list[str]) -> RunConfig:
     """The run with eval.backend resolved (auto -> vllm on GPUs where installed, else hf), said once."""
     backend, why = resolve_backend(run.eval.backend, bool(gpus), "eval.backend")
+    if backend == "hf" and run.eval.kv_cache_dtype != "auto":  # never score an fp8 plan in the model's dtype
+        raise ValueError(f"eval.kv_cache_dtype={run.eval.kv_cache_dtype} is a vLLM option, but the evaluation "
+                         f"runs on hf ({why}); evaluate on GPUs with vllm, or set eval.kv_cache_dtype=auto")
     print(f"[evaluate] backend: {backend} ({why})", flush=True)
     return replace(run, eval=replace(run.eval, backend=backend))
 
@@ -159,7 +162,7 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     if samples not in (*stages, e.n_samples):
         raise ValueError(f"samples={samples} is no stage of this plan {stages or (e.n_samples,)}")
     shards = plan_shards(ids, e.n_samples, e.shard_size, run.seed, stages)
-    evaluator = evaluator_identity(e.backend, checkpoint, e.merge_lora)
+    evaluator = evaluator_identity(e.backend, checkpoint, e.merge_lora, e.kv_cache_dtype)
     plan = fingerprint(spec, evaluator, prompts, ids, e.n_samples, e.shard_size, run.seed, stages)
     out = eval_dir / "eval.json"
     existing = read_json_or_none(out)  # a torn or corrupted eval.json is written again

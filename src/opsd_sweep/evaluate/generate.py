@@ -72,6 +72,7 @@ class EngineSpec:
     gpu_memory_utilization: float  # vllm
     max_model_len: int            # vllm
     seed: int                     # engine-level seed
+    kv_cache_dtype: str = "auto"  # vllm: auto (the model's dtype) | fp8 (eval.kv_cache_dtype)
 
 
 Feed = Callable[[], "Shard | None"]

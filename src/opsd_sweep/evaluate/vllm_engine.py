@@ -77,7 +77,7 @@ class VLLMEngine:
                           seed=spec.seed, tensor_parallel_size=spec.tensor_parallel_size,
                           gpu_memory_utilization=spec.gpu_memory_utilization,
                           max_model_len=spec.max_model_len, max_num_seqs=spec.max_num_seqs,
-                          enable_prefix_caching=True, disable_log_stats=True,
+                          kv_cache_dtype=spec.kv_cache_dtype, enable_prefix_caching=True, disable_log_stats=True,
                           **lora_args)
         return LLMEngine.from_engine_args(args)
 

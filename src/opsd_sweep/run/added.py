@@ -36,6 +36,7 @@ ADDED = {
     "eval.average_last": Added(3),
     "eval.suite": Added(None),
     "eval.max_num_seqs": Added(256),
+    "eval.kv_cache_dtype": Added("auto", lambda e: e["kv_cache_dtype"] == "auto"),  # in the key when not auto
     "train.strategy": Added("ddp"),
     "train.stop_on_collapse": Added(False),
     "train.profile_step": Added(None),

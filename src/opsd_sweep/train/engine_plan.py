@@ -44,9 +44,12 @@ def plan_rollout_engine(run: RunConfig, world_size: int, free_bytes: int, total_
     """`free_bytes`: free GPU memory with the trainer's model loaded; `step_bytes`: training_step_bytes."""
     e, r = run.eval, run.rollout
     eval_backend, _ = resolve_backend(e.backend, has_gpus=True, key="eval.backend")
-    shared = eval_backend == "vllm" and e.tensor_parallel_size == 1 and e.engines in (None, 1) and world_size == 1
+    shared = (eval_backend == "vllm" and e.tensor_parallel_size == 1 and e.engines in (None, 1) and world_size == 1
+              and e.kv_cache_dtype == "auto")
     if shared:
         serves_why = "the 1-GPU cycle evaluates on vllm: the rollout engine evaluates the final checkpoint"
+    elif e.kv_cache_dtype != "auto":  # the rollouts keep the model's dtype in their KV cache
+        serves_why = f"eval.kv_cache_dtype={e.kv_cache_dtype}: the eval phase starts its own engine"
     else:
         serves_why = (f"eval.backend resolves to {eval_backend}, eval.tensor_parallel_size="
                       f"{e.tensor_parallel_size}, {world_size} GPU(s): the eval phase starts its own engines")
