@@ -11,7 +11,7 @@ train.compile it changes roundings, not the recipe, so it stays out of the run k
 The setting is process-wide in torch, so it holds for the training phase only and is put back after
 (a phase worker runs the next cycle's phases in the same process). CPU matmuls do not use it. It goes
 through torch's `allow_tf32` flag: torch refuses to read that flag once its newer `fp32_precision`
-was set, and libraries in this process (vLLM among them) may read it.
+was set, and other code in this process may read it.
 """
 
 from __future__ import annotations
