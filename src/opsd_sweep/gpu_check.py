@@ -67,6 +67,11 @@ def checked_cycle(run_dir: Path, steps: int) -> tuple[dict, list[dict], dict]:
     if [line["step"] for line in lines] != list(range(1, steps + 1)):
         raise CheckFailed(f"{run_dir.name}: metrics.jsonl steps {[line['step'] for line in lines]}, "
                           f"expected one line per step 1..{steps}")
+    for line in lines:  # the phases are disjoint spans of the step (train/timing.py): more than the step is a bad clock
+        parts = sum(step_parts(line).values())
+        if parts > 1.05 * line["step_seconds"] + 0.05:
+            raise CheckFailed(f"{run_dir.name}: step {line['step']}'s phases add up to {parts:.2f} s, more than the "
+                              f"step's {line['step_seconds']:.2f} s")
     evaluation = rd.read_eval()
     if evaluation is None:
         raise CheckFailed(f"{run_dir.name}: {rd.eval_json} does not read back whole")

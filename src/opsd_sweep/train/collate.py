@@ -14,17 +14,21 @@ from dataclasses import dataclass
 
 import torch
 
+from opsd_sweep.train.transfer import to_device
+
 
 @dataclass
 class Batch:
     input_ids: torch.Tensor         # [B, W]: W = the longest prompt + completion
     completion_start: torch.Tensor  # [B]: the column of each row's first completion token
-    completion_mask: torch.Tensor   # [B, T]: True where a completion token is
+    completion_mask: torch.Tensor   # [B, T]: True where a completion token is; stays on the host (the loss
+                                    # plans its chunks from it there, without waiting for the GPU)
     completion_len: int             # T: the longest completion
     n_tokens: int                   # real (not pad) tokens
 
     def to(self, device) -> "Batch":
-        return Batch(self.input_ids.to(device), self.completion_start.to(device), self.completion_mask.to(device),
+        """The model's inputs on `device`, queued without waiting for the GPU (train/transfer.py)."""
+        return Batch(to_device(self.input_ids, device), to_device(self.completion_start, device), self.completion_mask,
                      self.completion_len, self.n_tokens)
 
 

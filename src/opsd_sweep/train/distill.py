@@ -28,8 +28,9 @@ class DistillationModel(torch.nn.Module):
         self.spec = spec
         self.teacher = teacher
 
-    def forward(self, student: Batch, teacher: Batch, timer=None) -> tuple[torch.Tensor, dict[str, float]]:
-        """Loss (mean over the student's completion tokens) and diagnostics for one micro-batch."""
+    def forward(self, student: Batch, teacher: Batch, timer=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss (mean over the student's completion tokens) and diagnostics (loss.summarize) for one
+        micro-batch, both left on the device."""
         phase = timer or (lambda _name: nullcontext())
         base = self.peft_model.get_base_model()
         decoder, head = base.get_decoder(), base.get_output_embeddings()

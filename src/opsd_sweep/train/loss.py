@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
+from opsd_sweep.train.transfer import to_device
+
 CLIP_MODES = ("none", "elementwise", "per_token")
 DIAGNOSTICS = ("kl_true", "kl_discarded", "clipped_vocab_per_tok", "kl_p50", "kl_p75", "kl_p90",
                "frac_tok_over_clip")
@@ -178,7 +180,9 @@ class _ChunkedDivergence(torch.autograd.Function):
     """Mean over the valid rows of the per-token loss; the gradient is formed during forward.
 
     student, teacher: [N, D] rows (logits when weight is None, else hidden states projected by
-    weight [V, D]); valid: [N] bool. Returns (mean loss, per-token stats [valid rows, 5]).
+    weight [V, D]); valid: [N] bool, best on the host: the chunks are planned from it there, and a
+    mask on the GPU would make the host wait for every kernel queued before. Returns (mean loss,
+    per-token stats [valid rows, 5]).
     """
 
     @staticmethod
@@ -191,7 +195,7 @@ class _ChunkedDivergence(torch.autograd.Function):
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_weight else None
         windows = _windows(valid, spec.chunk_size)
         n_valid = sum(n for _, _, n in windows)
-        row_weight = valid.to(torch.float32) / max(n_valid, 1)
+        row_weight = to_device(valid.to(torch.float32) / max(n_valid, 1), student.device)
         divergence = (_compiled_chunk_divergence(spec, need_grad, grad_dtype) if student.is_cuda else
                       functools.partial(chunk_divergence, spec=spec, need_grad=need_grad, grad_dtype=grad_dtype))
         stats = [student.new_zeros((0, 5), dtype=torch.float32)]
@@ -219,9 +223,8 @@ class _ChunkedDivergence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_mean, _grad_stats):
         grad_input, grad_weight = ctx.saved_tensors
-        # a plain loss.backward() passes 1: skip rescaling the [N, V] logits gradient (one pass over
-        # the largest tensor of the loss) at the price of one host sync
-        if grad_input is not None and grad_mean.item() != 1.0:
+        # always rescaled: skipping it for grad_mean == 1 would make the host wait for the GPU to read it
+        if grad_input is not None:
             grad_input = grad_input * grad_mean.to(grad_input.dtype)
         if grad_weight is not None:
             grad_weight = (grad_weight * grad_mean).to(ctx.weight_dtype)
@@ -238,29 +241,36 @@ def _reduce(student: torch.Tensor, teacher: torch.Tensor, weight, mask: torch.Te
     return loss, summarize(stats)
 
 
-def summarize(stats: torch.Tensor) -> dict[str, float]:
-    """Diagnostics (floats) from per-token statistics [n, 5]; zeros when there are no tokens."""
+def summarize(stats: torch.Tensor) -> torch.Tensor:
+    """Diagnostics from per-token statistics [n, 5]: a tensor of one value per DIAGNOSTICS name, on the
+    statistics' device (zeros when there are no tokens). It is left there: reading it waits for the
+    GPU, so the trainer reads a whole step's at once (diagnostics_dict names the values)."""
     if stats.shape[0] == 0:
-        return dict.fromkeys(DIAGNOSTICS, 0.0)
+        return stats.new_zeros(len(DIAGNOSTICS))
     loss, raw, kl, n_clipped, touched = stats.T
-    quantiles = torch.quantile(kl, torch.tensor([0.5, 0.75, 0.9], device=kl.device))
-    values = torch.stack([kl.mean(), (raw - loss).mean(), n_clipped.mean(), *quantiles, touched.mean()])
+    quantiles = torch.quantile(kl, to_device(torch.tensor([0.5, 0.75, 0.9]), kl.device))
+    return torch.stack([kl.mean(), (raw - loss).mean(), n_clipped.mean(), *quantiles, touched.mean()])
+
+
+def diagnostics_dict(values: torch.Tensor) -> dict[str, float]:
+    """The diagnostics summarize gives, as floats by name."""
     return dict(zip(DIAGNOSTICS, values.tolist()))
 
 
 def opsd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor, *,
               beta: float = 0.0, temperature: float = 1.0, clip: float | None = None,
               clip_mode: str = "elementwise", top_k: int | None = None,
-              chunk_size: int = 256) -> tuple[torch.Tensor, dict[str, float]]:
+              chunk_size: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
     """The OPSD loss from logits.
 
     student_logits, teacher_logits: [B, T, V] over completion positions (any float dtype; the
     teacher gets no gradient); mask: [B, T] bool, True at completion tokens. Returns (loss, diagnostics):
     loss is a scalar fp32 tensor, the mean over valid tokens of the vocab-summed (clipped)
-    divergence, differentiable in student_logits; diagnostics is a dict of floats: kl_true
-    (unclipped forward KL per token), kl_discarded (unclipped minus clipped divergence per token),
-    clipped_vocab_per_tok, kl_p50/p75/p90 (per-token forward KL quantiles), frac_tok_over_clip
-    (share of tokens the clip changed). With top_k the KL is over the renormalised top-k subset.
+    divergence, differentiable in student_logits; diagnostics is a tensor of the DIAGNOSTICS in
+    order (diagnostics_dict names them): kl_true (unclipped forward KL per token), kl_discarded
+    (unclipped minus clipped divergence per token), clipped_vocab_per_tok, kl_p50/p75/p90 (per-token
+    forward KL quantiles), frac_tok_over_clip (share of tokens the clip changed). With top_k the KL
+    is over the renormalised top-k subset.
     """
     spec = LossSpec(beta, temperature, clip, clip_mode, top_k, chunk_size)
     vocab = student_logits.shape[-1]
@@ -269,7 +279,7 @@ def opsd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: 
 
 def opsd_loss_from_hidden(student_hidden: torch.Tensor, teacher_hidden: torch.Tensor,
                           head_weight: torch.Tensor, mask: torch.Tensor,
-                          spec: LossSpec) -> tuple[torch.Tensor, dict[str, float]]:
+                          spec: LossSpec) -> tuple[torch.Tensor, torch.Tensor]:
     """The same loss from final hidden states [B, T, H] and the LM head weight [V, H] (no bias).
 
     Logits are formed chunk by chunk (both models), so [B, T, V] never exists; gradients flow to

@@ -10,26 +10,54 @@ import torch
 
 
 class PhaseTimer:
-    """Adds up wall seconds per phase. On CUDA each phase starts and ends with a synchronize, so GPU
-    work is charged to the phase that launched it (a few syncs per step; negligible next to a step)."""
+    """Adds up seconds per phase.
+
+    On CUDA a phase is timed by two CUDA events on the current stream, and the events are read once,
+    when `seconds` is first asked for: no phase boundary waits for the GPU. (A synchronize at every
+    boundary drained the queue each time, and the GPU then idled while the host queued the next phase.)
+    A phase's time is the stream's time from its first event to its last. It counts the phase's
+    kernels and any wait for the host inside it. A phase the GPU does not take part in, such as the
+    vLLM rollout running in its engine's process, finds the stream idle and reads as its wall time.
+    On CPU every phase is wall time.
+    """
 
     def __init__(self, device: torch.device):
         self.cuda = torch.device(device).type == "cuda"
-        self.seconds: dict[str, float] = defaultdict(float)
+        self._wall: dict[str, float] = defaultdict(float)
+        self._events: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
+        self._seconds: dict[str, float] | None = None
 
     @contextmanager
     def __call__(self, phase: str):
-        self._sync()
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            try:
+                yield
+            finally:
+                end.record()
+                self._events.append((phase, start, end))
+                self._seconds = None
+            return
         started = time.perf_counter()
         try:
             yield
         finally:
-            self._sync()
-            self.seconds[phase] += time.perf_counter() - started
+            self._wall[phase] += time.perf_counter() - started
 
-    def _sync(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
+    @property
+    def seconds(self) -> dict[str, float]:
+        """Seconds per phase so far (on CUDA this waits for the last timed phase to finish on the GPU)."""
+        if not self.cuda:
+            return dict(self._wall)
+        if self._seconds is None:
+            totals: dict[str, float] = defaultdict(float)
+            if self._events:
+                self._events[-1][2].synchronize()
+            for phase, start, end in self._events:
+                totals[phase] += start.elapsed_time(end) / 1e3
+            self._seconds = dict(totals)
+        return self._seconds
 
 
 class StepMemory:

@@ -30,7 +30,7 @@ from opsd_sweep.run.rundir import RunDir, atomic_write_text
 from opsd_sweep.train import checkpoint
 from opsd_sweep.train.collate import collate
 from opsd_sweep.train.distill import DistillationModel
-from opsd_sweep.train.loss import LossSpec
+from opsd_sweep.train.loss import DIAGNOSTICS, LossSpec
 from opsd_sweep.train.precision import fp32_matmul
 from opsd_sweep.train.profiling import profiled
 from opsd_sweep.backends import prepare_vllm_process, resolve_backend
@@ -204,7 +204,7 @@ class OPSDTrainer:
         with timer("rollout"):
             rollouts = self.rollout.generate(student_prompts, self._rollout_seed())
         memory.rollout_done()
-        records, size, pad = [], t.per_device_batch_size, self.tokenizer.pad_token_id
+        values, tokens, size, pad = [], 0, t.per_device_batch_size, self.tokenizer.pad_token_id
         for micro in range(t.grad_accum_steps):
             part = slice(micro * size, (micro + 1) * size)
             student = collate(student_prompts[part], rollouts.completions[part], pad).to(acc.device)
@@ -214,7 +214,9 @@ class OPSDTrainer:
                 loss, diagnostics = self.model(student, teacher, timer)
                 with timer("backward"):
                     acc.backward(loss / t.grad_accum_steps)
-            records.append(diagnostics | {"loss": loss.item(), "tokens": student.n_tokens + teacher.n_tokens})
+            # kept on the GPU and read once per step: every read makes the host wait for the queued kernels
+            values.append(torch.cat([diagnostics, loss.detach()[None]]))
+            tokens += student.n_tokens + teacher.n_tokens
         with timer("optimizer"):
             grad_norm = acc.clip_grad_norm_(self.model.parameters(), t.max_grad_norm)
             lr = self.scheduler.get_last_lr()[0]
@@ -226,7 +228,8 @@ class OPSDTrainer:
         with timer("weight_sync"):  # the rollout backend samples from the updated student from now on
             self.rollout.update(self.step)
         memory.end()
-        return self._metrics(records, rollouts, float(grad_norm), lr, timer, memory, time.perf_counter() - started)
+        return self._metrics(values, tokens, rollouts, float(grad_norm), lr, timer, memory,
+                             time.perf_counter() - started)
 
     def _profiled_step(self) -> dict:
         """train_step under torch.profiler (train.profile_step): the table goes next to metrics.jsonl and the
@@ -278,16 +281,17 @@ class OPSDTrainer:
         bar.close()
         return found
 
-    def _metrics(self, records: list[dict], rollouts: Rollouts, grad_norm: float, lr: float, timer: PhaseTimer,
-                 memory: StepMemory, seconds: float) -> dict:
-        """One metrics line: means over micro-batches and ranks, token counts summed over ranks."""
+    def _metrics(self, values: list[torch.Tensor], tokens: int, rollouts: Rollouts, grad_norm: float, lr: float,
+                 timer: PhaseTimer, memory: StepMemory, seconds: float) -> dict:
+        """One metrics line: means over micro-batches and ranks, token counts summed over ranks.
+
+        values: one tensor per micro-batch, the loss's DIAGNOSTICS then the loss; tokens: this rank's."""
         acc = self.accelerator
-        keys = [k for k in records[0] if k != "tokens"]
-        local = [sum(r[k] for r in records) / len(records) for k in keys]
-        local += [rollouts.mean_length, rollouts.cap_fraction] + [timer.seconds.get(p, 0.0) for p in PHASES]
-        names = keys + ["rollout_len", "rollout_cap_frac"] + [f"time_{p}" for p in PHASES]
-        mean = acc.reduce(torch.tensor(local, device=acc.device, dtype=torch.float64), reduction="mean").tolist()
-        counts = torch.tensor([sum(r["tokens"] for r in records), rollouts.n_tokens], device=acc.device)
+        step = [rollouts.mean_length, rollouts.cap_fraction] + [timer.seconds.get(p, 0.0) for p in PHASES]
+        local = torch.cat([torch.stack(values).double().mean(0), torch.tensor(step, dtype=torch.float64).to(acc.device)])
+        names = [*DIAGNOSTICS, "loss", "rollout_len", "rollout_cap_frac"] + [f"time_{p}" for p in PHASES]
+        mean = acc.reduce(local, reduction="mean").tolist()
+        counts = torch.tensor([tokens, rollouts.n_tokens], device=acc.device)
         tokens, generated = acc.reduce(counts, reduction="sum").tolist()
         line = {"step": self.step, **dict(zip(names, mean)), "grad_norm": grad_norm, "lr": lr,
                 "tokens_per_s": tokens / seconds, "step_seconds": seconds}
