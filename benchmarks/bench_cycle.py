@@ -19,8 +19,10 @@ engine start, compiles, checkpoints, grading).
 Part 2 (GPU only), an AIME24-sized evaluation at thinking lengths: 30 problems x 12 samples, each
 forced to its length (lognormal, mean 5,000, clipped to [64, 38,912], drawn as in bench_vllm_tp_dp.py:
 mean 4,765), through the evaluator's run_plan on a vLLM engine configured as the cycle's own (the
-trained adapter as a LoRARequest, rollout.gpu_memory_utilization of the GPU, eval.max_num_seqs), timed
-from the first request to the last sample.
+trained adapter as a LoRARequest, eval.max_num_seqs, the GPU share of the engine that evaluates a cycle:
+the rollout engine's, or with --eval-kv-cache fp8 the eval phase's own engine's), timed from the first
+request to the last sample. With --eval-kv-cache fp8 the sweep's cycles use it too, so their fixed cost
+includes the eval engine each one starts.
 
 The 100-step cycle is then PROJECTED (not measured end to end), per cycle after the sweep's first:
 its fixed cost + 100 x the measured steady step + the AIME-sized generation and grading (part 1's own
@@ -72,14 +74,16 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype:
     from opsd_sweep.evaluate.shards import ShardStore, plan_shards
     from opsd_sweep.modeling import load_tokenizer
     from opsd_sweep.run.rundir import RunDir
+    from opsd_sweep.train.engine_plan import rollout_engine_serves_eval
 
     rd = RunDir(run_dir)
     run = from_dict(OmegaConf.to_container(OmegaConf.load(rd.config)))
     run = replace(run, eval=replace(run.eval, backend="vllm", n_samples=N_SAMPLES, max_new_tokens=38912,
                                     kv_cache_dtype=kv_cache_dtype))
     problems = load_problems(run.eval)
-    spec = replace(engine_spec(run, rd.latest_checkpoint()),
-                   gpu_memory_utilization=run.rollout.gpu_memory_utilization)  # the share the shared engine has
+    spec = engine_spec(run, rd.latest_checkpoint())
+    if rollout_engine_serves_eval(run, world_size=1)[0]:  # the cycle evaluates on its rollout engine: that share
+        spec = replace(spec, gpu_memory_utilization=run.rollout.gpu_memory_utilization)
     prompts = render_eval_prompts(load_tokenizer(run.model), run.eval, problems)
     planned = plan_shards([p.id for p in problems], N_SAMPLES, run.eval.shard_size, run.seed)
     lengths = iter(draw_lengths(sum(len(s.jobs) for s in planned), length_seed))
@@ -168,12 +172,24 @@ def main(argv=None) -> dict:
     parser.add_argument("--profile-step", type=int, default=None,
                         help="profile this step of every cycle (train.profile_step); it is left out of the steady step")
     parser.add_argument("--eval-kv-cache", default="auto", choices=["auto", "fp8"],
-                        help="part 2 on an engine with this eval.kv_cache_dtype (an evaluator option)")
+                        help="the sweep's cycles and part 2 with this eval.kv_cache_dtype (an evaluator option; "
+                             "the cycles then evaluate on an engine of their own)")
     parser.add_argument("--override", action="append", default=[], help="one more sweep override, e.g. train.fp32_matmul=ieee")
     args = parser.parse_args(argv)
     if args.cycles < 3 or args.steps < 2:
         parser.error(f"--cycles {args.cycles} --steps {args.steps}: give >= 3 cycles (the first is cold) and "
                      ">= 2 steps (step 1 compiles)")
+    recorded = None
+    if args.eval_from is not None:
+        recorded = json.loads(args.eval_from.read_text())
+        recorded = recorded.get("aime_eval", recorded)  # a whole bench_cycle record, or part 2's own
+        if recorded.get("kv_cache_dtype", "auto") != args.eval_kv_cache:
+            parser.error(f"--eval-from {args.eval_from} recorded an eval with kv_cache_dtype "
+                         f"{recorded.get('kv_cache_dtype', 'auto')}, not --eval-kv-cache {args.eval_kv_cache}: give "
+                         "a record of the same evaluator")
+    if args.tiny and args.eval_kv_cache != "auto":
+        parser.error(f"--tiny --eval-kv-cache {args.eval_kv_cache}: the tiny profile evaluates on hf, whose KV cache "
+                     "keeps the model's dtype; give --eval-kv-cache auto or run on a GPU")
     work, out = args.work.absolute(), args.out.absolute()
     for folder in (work, out):
         folder.mkdir(parents=True, exist_ok=True)
@@ -193,6 +209,8 @@ def main(argv=None) -> dict:
         sweep.append("hydra.launcher.phase_workers=false")
     if args.profile_step is not None:
         sweep.append(f"train.profile_step={args.profile_step}")
+    if args.eval_kv_cache != "auto":  # the cycles take the path this evaluator option takes (its own eval engine)
+        sweep.append(f"eval.kv_cache_dtype={args.eval_kv_cache}")
     sweep += args.override
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0")
     wall = run([sys.executable, "-m", "opsd_sweep", *sweep], work / "bench_cycle_sweep.log", env)
@@ -205,9 +223,7 @@ def main(argv=None) -> dict:
               "cycles": len(cycles), "steps_per_cycle": args.steps, "sweep_wall_s": round(wall, 1), **figures,
               "note": "gpu_minutes_per_cycle is a PROJECTION to 100 steps from the measured steady step and "
                       "each later cycle's measured fixed cost", "per_cycle": cycles}
-    if args.eval_from is not None:
-        recorded = json.loads(args.eval_from.read_text())
-        recorded = recorded.get("aime_eval", recorded)  # a whole bench_cycle record, or part 2's own
+    if recorded is not None:
         eval_s = recorded["generation_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
         report |= projection(cycles, figures, eval_s, f"AIME24-sized, recorded in {args.eval_from.name} (not "
                              "measured in this run), grading scaled by 12x the samples")

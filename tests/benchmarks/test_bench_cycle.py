@@ -42,3 +42,14 @@ def test_the_cycle_benchmark_refuses_a_sweep_too_short_to_measure(tmp_path):
     done = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--tiny",
                            "--cycles", "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "give >= 3 cycles" in done.stderr
+
+
+def test_the_cycle_benchmark_refuses_an_fp8_eval_it_cannot_run_or_a_record_of_another_evaluator(tmp_path):
+    tiny = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--tiny",
+                           "--eval-kv-cache", "fp8"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert tiny.returncode == 2 and "--tiny --eval-kv-cache fp8" in tiny.stderr and "hf" in tiny.stderr
+    bf16_record = REPO / "benchmarks/measured/aime_sized_eval_2026-12-02_max_num_seqs512.json"  # no kv_cache_dtype: auto
+    mixed = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--eval-kv-cache",
+                            "fp8", "--eval-from", str(bf16_record)], cwd=REPO, capture_output=True, text=True,
+                           timeout=120)
+    assert mixed.returncode == 2 and "kv_cache_dtype auto, not --eval-kv-cache fp8" in mixed.stderr

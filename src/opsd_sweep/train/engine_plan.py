@@ -39,20 +39,23 @@ def training_step_bytes(run: RunConfig, model_config, longest_prompt: int) -> in
     return int(MARGIN * ACTIVATION_BYTES_PER_TOKEN_HIDDEN * model_config.hidden_size * layers * tokens)
 
 
+def rollout_engine_serves_eval(run: RunConfig, world_size: int) -> tuple[bool, str]:
+    """Whether the rollout engine evaluates the final checkpoint (one engine per cycle), and why."""
+    e = run.eval
+    eval_backend, _ = resolve_backend(e.backend, has_gpus=True, key="eval.backend")
+    if e.kv_cache_dtype != "auto":  # the rollouts keep the model's dtype in their KV cache
+        return False, f"eval.kv_cache_dtype={e.kv_cache_dtype}: the eval phase starts its own engine"
+    if eval_backend == "vllm" and e.tensor_parallel_size == 1 and e.engines in (None, 1) and world_size == 1:
+        return True, "the 1-GPU cycle evaluates on vllm: the rollout engine evaluates the final checkpoint"
+    return False, (f"eval.backend resolves to {eval_backend}, eval.tensor_parallel_size={e.tensor_parallel_size}, "
+                   f"{world_size} GPU(s): the eval phase starts its own engines")
+
+
 def plan_rollout_engine(run: RunConfig, world_size: int, free_bytes: int, total_bytes: int,
                         step_bytes: int) -> RolloutEnginePlan:
     """`free_bytes`: free GPU memory with the trainer's model loaded; `step_bytes`: training_step_bytes."""
     e, r = run.eval, run.rollout
-    eval_backend, _ = resolve_backend(e.backend, has_gpus=True, key="eval.backend")
-    shared = (eval_backend == "vllm" and e.tensor_parallel_size == 1 and e.engines in (None, 1) and world_size == 1
-              and e.kv_cache_dtype == "auto")
-    if shared:
-        serves_why = "the 1-GPU cycle evaluates on vllm: the rollout engine evaluates the final checkpoint"
-    elif e.kv_cache_dtype != "auto":  # the rollouts keep the model's dtype in their KV cache
-        serves_why = f"eval.kv_cache_dtype={e.kv_cache_dtype}: the eval phase starts its own engine"
-    else:
-        serves_why = (f"eval.backend resolves to {eval_backend}, eval.tensor_parallel_size="
-                      f"{e.tensor_parallel_size}, {world_size} GPU(s): the eval phase starts its own engines")
+    shared, serves_why = rollout_engine_serves_eval(run, world_size)
     engine = int(r.gpu_memory_utilization * total_bytes)
     gb = 1e9
     if r.vllm_sleep is not None:
