@@ -1,7 +1,8 @@
 """`make gpu-check` / `python -m opsd_sweep.gpu_check`: the product's main job on this GPU box, end to end.
 
-Offline: builds a random-init world of the Qwen3-1.7B shape (or takes real weights with --model PATH),
-runs a 2-seed sweep through `python -m opsd_sweep -m` with the default backends (auto: vllm here when
+Offline. First one micro-batch of the OPSD step on the GPU against the same on the CPU (fp32;
+train/step_parity.py), which takes seconds. Then it builds a random-init world of the Qwen3-1.7B
+shape (or takes real weights with --model PATH), runs a 2-seed sweep through `python -m opsd_sweep -m` with the default backends (auto: vllm here when
 it is installed), then `status` and `summary`, and checks what a user relies on: both runs done, one
 metrics line per step, a complete eval.json per run, the summary written. Prints per-phase seconds,
 the steady step and each cycle's fixed cost (everything that is not steady steps or generating the
@@ -21,10 +22,12 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from opsd_sweep import random_world
 from opsd_sweep.run.rundir import RunDir
+from opsd_sweep.train.step_parity import TOLERANCE, check_step_parity
 
 
 class CheckFailed(AssertionError):
@@ -119,6 +122,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     if not torch.cuda.is_available():
         raise SystemExit("gpu-check needs a CUDA GPU (torch.cuda.is_available() is False); on CPU run make test")
+    parity = check_step_parity("cuda")
+    if parity.problems:
+        raise CheckFailed("one micro-batch of the OPSD step on the GPU differs from the CPU's: " + "; ".join(parity.problems))
+    torch.cuda.empty_cache()  # the sweep's engines size themselves by the free memory
+    print(f"[gpu-check] step parity: loss {parity.loss_rel_diff:.1e}, LoRA gradients {parity.worst_grad_rel_diff:.1e} "
+          f"(relative, fp32, tolerance {TOLERANCE:g}) against the CPU", flush=True)
     work = args.work.absolute()
     world = random_world.build(work / "world")
     results, out = work / "results", (args.out or work)
@@ -141,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
     cycles = [cycle_figures(r, args.steps, args.eval_samples, n_eval) for r in runs]
     report = {"gpu": torch.cuda.get_device_name(0), "steps": args.steps, "eval": f"{n_eval} x {args.eval_samples} "
               f"x {args.eval_tokens} tokens", "sweep_wall_s": round(sweep_s, 1),
-              "total_wall_s": round(time.monotonic() - started, 1), "cycles": cycles}
+              "total_wall_s": round(time.monotonic() - started, 1), "step_parity": asdict(parity), "cycles": cycles}
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1))
     for label, c in zip(("cold", "warm"), cycles):
         print(f"[gpu-check] {label} cycle {c['run']}: {c['phase_seconds']} | rollout {c['rollout_backend']}, eval "
