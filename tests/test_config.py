@@ -57,7 +57,7 @@ def test_run_key_is_stable_and_moves_only_with_semantics(tmp_path):
     assert run_key(base) == run_key(same)
     for change in (["seed=2"], ["learning_rate=2e-3"], ["clip=0.1"], ["loss.beta=0.5"],
                    ["eval.n_samples=8"], ["train.max_steps=5"], ["rollout.temperature=0.7"],
-                   ["eval.kv_cache_dtype=fp8"]):
+                   ["eval.kv_cache_dtype=fp8"], ["rollout.kv_cache_dtype=fp8"]):
         changed = semantic_dict(load_run_config(compose(["profile=tiny", *change])))
         assert run_key(changed) != run_key(base), change
 

@@ -99,6 +99,7 @@ class RolloutConfig:
     max_new_tokens: int = MISSING
     gpu_memory_utilization: float = MISSING  # vllm: share of each GPU for the colocated engine
     vllm_sleep: Optional[bool] = MISSING     # vllm: free the engine's memory during the training step (null = auto)
+    kv_cache_dtype: str = MISSING            # vllm: auto (the model's dtype) | fp8: changes the samples, in the key
 
 
 @dataclass
@@ -262,7 +263,7 @@ NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "sha
                                     "collapse", "profile_step"),
                           "tiny": ("dir",)}
 
-KV_CACHE_DTYPES = ("auto", "fp8")  # eval.kv_cache_dtype: vLLM's kv_cache_dtype ("fp8" = e4m3)
+KV_CACHE_DTYPES = ("auto", "fp8")  # eval. / rollout.kv_cache_dtype: vLLM's kv_cache_dtype ("fp8" = e4m3)
 FP32_MATMUL = ("tf32", "ieee")  # opsd_sweep.train.precision
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
@@ -279,6 +280,7 @@ CHOICES = {
     "eval.backend": BACKENDS,
     "eval.hf_cache": ("dynamic", "static"),
     "eval.kv_cache_dtype": KV_CACHE_DTYPES,
+    "rollout.kv_cache_dtype": KV_CACHE_DTYPES,
     "executor": ("real", "simulate"),
 }
 
@@ -403,6 +405,9 @@ def validate(run: RunConfig) -> list[str]:
     need(e.backend != "vllm" or e.max_model_len > e.max_new_tokens,
          f"eval.max_model_len={e.max_model_len} must exceed eval.max_new_tokens={e.max_new_tokens} by the prompt "
          "length (e.g. eval.max_model_len=40960 for 38912 new tokens)")
+    need(run.rollout.kv_cache_dtype == "auto" or run.rollout.backend != "hf",
+         f"rollout.kv_cache_dtype={run.rollout.kv_cache_dtype} is a vLLM option: set rollout.backend=vllm or "
+         "rollout.kv_cache_dtype=auto")
     need(e.kv_cache_dtype == "auto" or e.backend != "hf",
          f"eval.kv_cache_dtype={e.kv_cache_dtype} is a vLLM option: set eval.backend=vllm or eval.kv_cache_dtype=auto")
     need(e.grade_timeout >= 1, f"eval.grade_timeout={e.grade_timeout} must be >= 1 second")

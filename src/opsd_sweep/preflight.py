@@ -56,9 +56,12 @@ def _package_problems(run: RunConfig, train: bool) -> list[str]:
     if train and run.train.strategy == "fsdp" and run.rollout.backend == "auto" and not vllm_installed():
         problems.append("train.strategy=fsdp needs the vllm rollout, but rollout.backend=auto resolves to hf here "
                         "(vllm is not installed): make install-gpu, or use train.strategy=ddp")
-    if run.eval.kv_cache_dtype != "auto" and run.eval.backend == "auto" and not vllm_installed():
-        problems.append(f"eval.kv_cache_dtype={run.eval.kv_cache_dtype} is a vLLM option, but eval.backend=auto "
-                        "resolves to hf here (vllm is not installed): make install-gpu, or eval.kv_cache_dtype=auto")
+    kv_options = [("rollout", run.rollout)] if train else []
+    for section, cfg in [*kv_options, ("eval", run.eval)]:
+        if cfg.kv_cache_dtype != "auto" and cfg.backend == "auto" and not vllm_installed():
+            problems.append(f"{section}.kv_cache_dtype={cfg.kv_cache_dtype} is a vLLM option, but {section}.backend="
+                            f"auto resolves to hf here (vllm is not installed): make install-gpu, or "
+                            f"{section}.kv_cache_dtype=auto")
     tracker = missing_tracker_package(run.train.report_to) if train else None
     return problems + ([tracker] if tracker else [])
 

@@ -115,3 +115,19 @@ def test_an_fp8_kv_cache_eval_gets_an_engine_of_its_own_and_never_runs_on_hf(mon
         resolve_eval_backend(paper_run("eval.kv_cache_dtype=fp8"), gpus=[])
     with pytest.raises(ConfigError, match=r"eval.kv_cache_dtype=fp8 is a vLLM option: set eval.backend=vllm"):
         paper_run("eval.kv_cache_dtype=fp8", "eval.backend=hf")
+
+
+def test_an_fp8_kv_cache_for_the_rollouts_too_lets_the_rollout_engine_serve_the_fp8_eval(monkeypatch):
+    """rollout.kv_cache_dtype=fp8 changes the training samples (it is in the run key); with the eval's fp8 it gives
+    one engine per cycle again: the KV caches agree. Either alone keeps the engines apart; hf is refused."""
+    from opsd_sweep.train import engine_plan
+
+    monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
+    both = plan_rollout_engine(paper_run("eval.kv_cache_dtype=fp8", "rollout.kv_cache_dtype=fp8"), 1, 137 * GB,
+                               141 * GB, 10 * GB)
+    assert both.serves_eval and both.max_model_len == paper_run().eval.max_model_len
+    rollouts_only = plan_rollout_engine(paper_run("rollout.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB)
+    assert not rollouts_only.serves_eval
+    assert rollouts_only.serves_eval_why.startswith("eval.kv_cache_dtype=auto, rollout.kv_cache_dtype=fp8")
+    with pytest.raises(ConfigError, match=r"rollout.kv_cache_dtype=fp8 is a vLLM option: set rollout.backend=vllm"):
+        paper_run("rollout.kv_cache_dtype=fp8", "rollout.backend=hf")

@@ -128,3 +128,9 @@ def test_an_fp8_kv_cache_eval_with_the_auto_backend_and_no_vllm_is_refused_by_th
                                    "eval.kv_cache_dtype=fp8"]))
     assert any(p.startswith("eval.kv_cache_dtype=fp8 is a vLLM option, but eval.backend=auto resolves to hf here")
                for p in preflight_problems(run, train=False))
+    rollouts = load_run_config(compose(["train.num_gpus=1", "train.per_device_batch_size=8",
+                                        "train.grad_accum_steps=4", "rollout.kv_cache_dtype=fp8"]))
+    assert any(p.startswith("rollout.kv_cache_dtype=fp8 is a vLLM option, but rollout.backend=auto resolves to hf")
+               for p in preflight_problems(rollouts, train=True))
+    assert preflight_problems(rollouts, train=False) == preflight_problems(load_run_config(compose(
+        ["train.num_gpus=1", "train.per_device_batch_size=8", "train.grad_accum_steps=4"])), train=False)

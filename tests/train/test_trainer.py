@@ -145,6 +145,16 @@ def test_missing_model_or_dataset_fails_naming_it(world, tmp_path):
     assert cli.returncode != 0 and "missing.jsonl" in cli.stderr.splitlines()[-1]
 
 
+def test_fp8_rollouts_that_would_sample_on_hf_are_refused_before_training(world, tmp_path):
+    """rollout.kv_cache_dtype=fp8 is a vLLM option: on a CPU the rollouts resolve to hf, which has no fp8 KV cache,
+    so the run stops before its first step instead of training on bf16 samples under an fp8 key."""
+    run = train_run(world, tmp_path, "rollout.kv_cache_dtype=fp8")
+    run_dir = make_run_dir(tmp_path / "fp8", run)
+    with pytest.raises(ValueError, match=r"rollout.kv_cache_dtype=fp8 is a vLLM option, but the rollouts run on hf"):
+        OPSDTrainer(run, run_dir).setup()
+    assert not run_dir.metrics.exists()
+
+
 def test_batch_arithmetic_is_checked_in_the_recipe_and_against_the_launch(world, tmp_path):
     with pytest.raises(ConfigError, match=r"train.global_batch_size=30 != GPUs 4 x per_device_batch_size 4 x "
                                           r"grad_accum_steps 2 = 32"):

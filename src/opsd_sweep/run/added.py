@@ -37,6 +37,7 @@ ADDED = {
     "eval.suite": Added(None),
     "eval.max_num_seqs": Added(256),
     "eval.kv_cache_dtype": Added("auto", lambda e: e["kv_cache_dtype"] == "auto"),  # in the key when not auto
+    "rollout.kv_cache_dtype": Added("auto", lambda r: r["kv_cache_dtype"] == "auto"),
     "train.strategy": Added("ddp"),
     "train.stop_on_collapse": Added(False),
     "train.profile_step": Added(None),

@@ -4,7 +4,7 @@
   around every training step costs ~0.6 s a step on an H200, so auto sleeps only when the engine's
   share of the GPU plus the trainer's estimated peak would not fit in the free memory.
 - One engine per cycle: when the evaluation would also run on vLLM with one engine of one GPU (a
-  1-GPU cycle), the rollout engine evaluates the final checkpoint at the end of the train phase
+  1-GPU cycle) and a KV cache of the rollouts' dtype (eval./rollout.kv_cache_dtype), the rollout engine evaluates the final checkpoint at the end of the train phase
   (served with a LoRARequest on the restored base weights), saving the eval phase's process and
   engine start. It is then sized for the evaluation too (eval.max_model_len, eval.max_num_seqs).
 """
@@ -41,10 +41,11 @@ def training_step_bytes(run: RunConfig, model_config, longest_prompt: int) -> in
 
 def rollout_engine_serves_eval(run: RunConfig, world_size: int) -> tuple[bool, str]:
     """Whether the rollout engine evaluates the final checkpoint (one engine per cycle), and why."""
-    e = run.eval
+    e, r = run.eval, run.rollout
     eval_backend, _ = resolve_backend(e.backend, has_gpus=True, key="eval.backend")
-    if e.kv_cache_dtype != "auto":  # the rollouts keep the model's dtype in their KV cache
-        return False, f"eval.kv_cache_dtype={e.kv_cache_dtype}: the eval phase starts its own engine"
+    if e.kv_cache_dtype != r.kv_cache_dtype:  # an engine's KV cache has one dtype
+        return False, (f"eval.kv_cache_dtype={e.kv_cache_dtype}, rollout.kv_cache_dtype={r.kv_cache_dtype}: the eval "
+                       "phase starts its own engine")
     if eval_backend == "vllm" and e.tensor_parallel_size == 1 and e.engines in (None, 1) and world_size == 1:
         return True, "the 1-GPU cycle evaluates on vllm: the rollout engine evaluates the final checkpoint"
     return False, (f"eval.backend resolves to {eval_backend}, eval.tensor_parallel_size={e.tensor_parallel_size}, "

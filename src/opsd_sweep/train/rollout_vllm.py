@@ -61,7 +61,8 @@ def start_engine(run: RunConfig, device, rank: int, sleep: bool, max_model_len: 
                   distributed_executor_backend="external_launcher",
                   gpu_memory_utilization=run.rollout.gpu_memory_utilization, enable_lora=True,
                   max_lora_rank=rank_bound(run.train.lora.r), max_loras=1, seed=run.seed + rank,
-                  enable_sleep_mode=sleep, max_model_len=max_model_len, max_num_seqs=max_num_seqs)
+                  enable_sleep_mode=sleep, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                  kv_cache_dtype=run.rollout.kv_cache_dtype)
     engine_names = llm.apply_model(lambda model: [n for n, _ in model.named_parameters()])[0]
     return RolloutEngine(llm, engine_bytes=torch.cuda.memory_allocated(device) - before,
                          device_bytes=free_before - torch.cuda.mem_get_info(device)[0],
@@ -95,7 +96,7 @@ class VLLMRollout:
         self.lora_layers = [(name.removeprefix(PEFT_PREFIX), module) for name, module in peft_model.named_modules()
                             if isinstance(module, LoraLayer)]
         key = (run.model.path, run.model.dtype, cfg.gpu_memory_utilization, rank_bound(run.train.lora.r), sleep,
-               max_model_len, max_num_seqs, str(device))
+               max_model_len, max_num_seqs, cfg.kv_cache_dtype, str(device))
         self.engine = warm.reuse("rollout_engine", key,
                                  lambda: start_engine(run, device, rank, sleep, max_model_len, max_num_seqs),
                                  refresh=_fresh_cache, replaceable=False)

@@ -101,6 +101,9 @@ class OPSDTrainer:
         self.backend, why = resolve_backend(self.run.rollout.backend, acc.device.type == "cuda", "rollout.backend")
         acc.print(f"[train] rollout backend: {self.backend} ({why})")
         self.engine_plan = None
+        if self.backend == "hf" and self.run.rollout.kv_cache_dtype != "auto":  # never sample an fp8 run in bf16
+            raise ValueError(f"rollout.kv_cache_dtype={self.run.rollout.kv_cache_dtype} is a vLLM option, but the "
+                             f"rollouts run on hf ({why}); train on GPUs with vllm, or set rollout.kv_cache_dtype=auto")
         if self.sharded and self.backend == "hf":
             raise ValueError("FSDP shards the weights that HF generate needs on every rank; use train.strategy=ddp "
                              "or rollout.backend=vllm (make install-gpu)")
