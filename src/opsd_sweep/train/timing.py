@@ -16,8 +16,9 @@ class PhaseTimer:
     when `seconds` is first asked for: no phase boundary waits for the GPU. (A synchronize at every
     boundary drained the queue each time, and the GPU then idled while the host queued the next phase.)
     A phase's time is the stream's time from its first event to its last. It counts the phase's
-    kernels and any wait for the host inside it. A phase the GPU does not take part in, such as the
-    vLLM rollout running in its engine's process, finds the stream idle and reads as its wall time.
+    kernels and any wait for the host inside it. A phase that returns only once its GPU work is done,
+    such as the vLLM rollout handing back finished tokens, leaves the stream idle at its end event and
+    reads as its wall time.
     On CPU every phase is wall time.
     """
 
