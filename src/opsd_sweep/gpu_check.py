@@ -2,9 +2,10 @@
 
 Offline. First one micro-batch of the OPSD step on the GPU against the same on the CPU (fp32;
 train/step_parity.py), which takes seconds. Then it builds a random-init world of the Qwen3-1.7B
-shape (or takes real weights with --model PATH), runs a 2-seed sweep through `python -m opsd_sweep -m` with the default backends (auto: vllm here when
-it is installed), then `status` and `summary`, and checks what a user relies on: both runs done, one
-metrics line per step, a complete eval.json per run, the summary written. Prints per-phase seconds,
+shape (or takes real weights with --model PATH), runs a 2-seed sweep through `python -m opsd_sweep
+-m` with the default backends (auto: vllm here when it is installed), then `status` and `summary`,
+and checks what a user relies on: both runs done, one metrics line per step, a complete eval.json
+per run, the summary written. Prints per-phase seconds,
 the steady step and each cycle's fixed cost (everything that is not steady steps or generating the
 evaluation's tokens: process starts, loading, engine start, compiles, checkpoints, grading); the
 second cycle starts with the first one's compile caches. Writes OUT/gpu_check.json.

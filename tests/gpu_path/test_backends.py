@@ -131,3 +131,16 @@ def test_an_fp8_kv_cache_for_the_rollouts_too_lets_the_rollout_engine_serve_the_
     assert rollouts_only.serves_eval_why.startswith("eval.kv_cache_dtype=auto, rollout.kv_cache_dtype=fp8")
     with pytest.raises(ConfigError, match=r"rollout.kv_cache_dtype=fp8 is a vLLM option: set rollout.backend=vllm"):
         paper_run("rollout.kv_cache_dtype=fp8", "rollout.backend=hf")
+
+
+def test_a_kept_rollout_engine_is_not_reused_for_another_kv_cache_dtype_or_model():
+    """A phase worker keeps its vLLM engine between cycles only under an equal key: an fp8 run must not sample
+    on the engine an auto run built (nor on another model's)."""
+    from opsd_sweep.train.rollout_vllm import engine_key
+
+    def key(*overrides):
+        return engine_key(paper_run(*overrides), False, None, 32, "cuda:0")
+
+    assert key() == key("learning_rate=3e-5", "clip=0.1")  # the trainer's knobs: the same engine serves
+    assert key("rollout.kv_cache_dtype=fp8") != key()
+    assert key("model.path=/models/other") != key()

@@ -69,6 +69,12 @@ def start_engine(run: RunConfig, device, rank: int, sleep: bool, max_model_len: 
                          base_layer_infix=".base_layer" if any(".base_layer." in n for n in engine_names) else "")
 
 
+def engine_key(run: RunConfig, sleep: bool, max_model_len: int | None, max_num_seqs: int, device) -> tuple:
+    """Everything start_engine builds the engine from: a phase worker reuses its engine only under an equal key."""
+    return (run.model.path, run.model.dtype, run.rollout.gpu_memory_utilization, rank_bound(run.train.lora.r), sleep,
+            max_model_len, max_num_seqs, run.rollout.kv_cache_dtype, str(device))
+
+
 def kept_engine_bytes() -> int:
     """GPU memory that a phase worker's kept (awake) engine holds: free memory plus this is what a new
     process would see before its engine starts, so the engine plan comes out the same."""
@@ -95,9 +101,7 @@ class VLLMRollout:
         self.peft_model = peft_model
         self.lora_layers = [(name.removeprefix(PEFT_PREFIX), module) for name, module in peft_model.named_modules()
                             if isinstance(module, LoraLayer)]
-        key = (run.model.path, run.model.dtype, cfg.gpu_memory_utilization, rank_bound(run.train.lora.r), sleep,
-               max_model_len, max_num_seqs, cfg.kv_cache_dtype, str(device))
-        self.engine = warm.reuse("rollout_engine", key,
+        self.engine = warm.reuse("rollout_engine", engine_key(run, sleep, max_model_len, max_num_seqs, device),
                                  lambda: start_engine(run, device, rank, sleep, max_model_len, max_num_seqs),
                                  refresh=_fresh_cache, replaceable=False)
         self.llm, self.engine_bytes = self.engine.llm, self.engine.engine_bytes
