@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 23's GPU measurements in one detached run, in order of need, each writing under OUT:
-#   gc/ (make gpu-check; its sweep gives the default steady step), fp8/ (bench_cycle with FP8 KV caches
-#   for the rollouts and the eval, its AIME24-sized eval measured), cycle/ (bench_cycle, default
+#   fp8/ (bench_cycle with FP8 KV caches for the rollouts and the eval, its AIME24-sized eval measured;
+#   its sweep passes gpu-check's per-cycle checks), gc/ (make gpu-check; its sweep gives the default
+#   steady step), cycle/ (bench_cycle, default
 #   evaluator, the recorded AIME24-sized eval),
 #   train/ (bench_train compute, compiled, with kernel tables). progress.log says what finished when.
 # Start it detached and follow progress.log; the device machine must stay busy (a poll each few minutes):
@@ -17,9 +18,9 @@ step() {  # name, command...: run one measurement, log its exit status, go on to
     "$@" > "$OUT/$name.log" 2>&1
     echo "$(date -u +%H:%M:%S) $name exit $?" >> "$OUT/progress.log"
 }
-step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc"
 step bench_cycle_fp8 python3 benchmarks/bench_cycle.py --work /tmp/bc_fp8 --out "$OUT/fp8" --steps 4 \
     --eval-kv-cache fp8 --override rollout.kv_cache_dtype=fp8
+step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc"
 step bench_cycle python3 benchmarks/bench_cycle.py --work /tmp/bc --out "$OUT/cycle" --steps 4 \
     --eval-from benchmarks/measured/aime_sized_eval_2026-12-02_max_num_seqs512.json
 step bench_train python3 benchmarks/bench_train.py --parts compute --compile --micro-batches 8 --profile \
