@@ -5,6 +5,7 @@
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-from benchmarks/measured/aime_sized_eval_<date>.json
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --tiny    # CPU smoke check (tiny profile, no GPU)
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --steps 5 --profile-step 5   # + each cycle's step 5 profiled
+    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-kv-cache fp8   # part 2 alone
 
 Part 1, cycles as a user runs them: one sweep of --cycles seeds through `python -m opsd_sweep -m` on the
 random-init Qwen3-1.7B world (opsd_sweep.random_world: student / teacher prompts ~300 / ~1,500 tokens),
@@ -26,7 +27,9 @@ includes the eval engine each one starts.
 
 The 100-step cycle is then PROJECTED (not measured end to end), per cycle after the sweep's first:
 its fixed cost + 100 x the measured steady step + the AIME-sized generation and grading (part 1's own
-small eval with --skip-eval or --tiny, and the JSON says which), times the GPUs. Writes
+small eval with --skip-eval or --tiny, and the JSON says which), times the GPUs. --eval-only runs part 2
+alone, on the adapter of one 1-step uncompiled cycle (its trained weights do not change the forced
+lengths), and writes OUT/aime_sized_eval_<UTC date>_<kv cache>.json, the record --eval-from reads. Writes
 OUT/bench_cycle_<UTC date>.json with gpu_minutes_per_cycle and fixed_cost_s_after_first. Random weights
 never emit EOS, so rollouts always run 1,024 tokens (the recipe's cap; real rollouts are shorter). On
 CPU (--tiny) the "GPU-minutes" are the phases' wall minutes on the CPU: a smoke check, not a figure.
@@ -109,6 +112,24 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype:
             "gpu_memory_utilization": spec.gpu_memory_utilization}
 
 
+def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
+    """Part 2 alone: one 1-step cycle for an adapter (uncompiled: its step is not measured), then its eval."""
+    import torch
+
+    sweep = sweep_args(random_world.build(work / "world"), None, 1, 16, 1, "1", work / "results", "bench-eval")
+    sweep += ["train.compile=false", f"eval.kv_cache_dtype={args.eval_kv_cache}", *args.override]
+    run([sys.executable, "-m", "opsd_sweep", *sweep], work / "bench_eval_sweep.log", env)
+    run_dir = next((work / "results" / "bench-eval").glob("*-s1-*"))
+    record = {"device": torch.cuda.get_device_name(0),
+              "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+              "command": command, **aime_sized_eval(run_dir, work, args.length_seed, args.eval_kv_cache)}
+    path = out / f"aime_sized_eval_{record['date']}_{args.eval_kv_cache}.json"
+    path.write_text(json.dumps(record, indent=1))
+    print(f"[bench_cycle] AIME24-sized eval, kv cache {args.eval_kv_cache}: generation {record['generation_s']} s, "
+          f"{record['tokens_per_s']} tok/s, engine start {record['engine_start_s']} s; {path}", flush=True)
+    return record
+
+
 def cycle_record(run_dir: Path, steps: int) -> dict:
     """One cycle as its own files tell it."""
     status, lines, evaluation = checked_cycle(run_dir, steps)
@@ -164,6 +185,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=int, default=8, help="steps per cycle, >= 2 (step 1 is not steady)")
     parser.add_argument("--length-seed", type=int, default=0)
     parser.add_argument("--skip-eval", action="store_true", help="part 1 only")
+    parser.add_argument("--eval-only", action="store_true", help="part 2 only (GPU), after a 1-step cycle")
     parser.add_argument("--eval-from", type=Path, default=None,
                         help="instead of part 2: the AIME-sized eval an earlier run of part 2 recorded (its JSON)")
     parser.add_argument("--tiny", action="store_true", help="CPU smoke check: the tiny profile, no GPU, part 1 only")
@@ -190,9 +212,15 @@ def main(argv=None) -> dict:
     if args.tiny and args.eval_kv_cache != "auto":
         parser.error(f"--tiny --eval-kv-cache {args.eval_kv_cache}: the tiny profile evaluates on hf, whose KV cache "
                      "keeps the model's dtype; give --eval-kv-cache auto or run on a GPU")
+    if args.eval_only and (args.tiny or args.skip_eval or args.eval_from is not None):
+        parser.error("--eval-only measures part 2 on a GPU: leave out --tiny, --skip-eval and --eval-from")
     work, out = args.work.absolute(), args.out.absolute()
     for folder in (work, out):
         folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0")
+    command = "python3 benchmarks/bench_cycle.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.eval_only:
+        return eval_only(work, out, args, command, env)
     results, seeds = work / "results", ",".join(str(i) for i in range(1, args.cycles + 1))
     if args.tiny:
         cache = (args.cache_dir or work / "cache").absolute()
@@ -212,17 +240,16 @@ def main(argv=None) -> dict:
     if args.eval_kv_cache != "auto":  # the cycles take the path this evaluator option takes (its own eval engine)
         sweep.append(f"eval.kv_cache_dtype={args.eval_kv_cache}")
     sweep += args.override
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0")
     wall = run([sys.executable, "-m", "opsd_sweep", *sweep], work / "bench_cycle_sweep.log", env)
     runs = sorted((results / "bench-cycle").glob("*-s*-*"), key=lambda p: int(p.name.rsplit("-", 2)[1][1:]))
     cycles = [cycle_record(r, args.steps) for r in runs]
     figures = sweep_figures(cycles, args.steps)
     report = {"device": device, "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-              "command": "python3 benchmarks/bench_cycle.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "launcher_path": "a process per phase" if args.per_phase else "warm phase workers",
+              "command": command, "launcher_path": "a process per phase" if args.per_phase else "warm phase workers",
               "cycles": len(cycles), "steps_per_cycle": args.steps, "sweep_wall_s": round(wall, 1), **figures,
               "note": "gpu_minutes_per_cycle is a PROJECTION to 100 steps from the measured steady step and "
                       "each later cycle's measured fixed cost", "per_cycle": cycles}
+    path = out / f"bench_cycle_{report['date']}.json"
     if recorded is not None:
         eval_s = recorded["generation_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
         report |= projection(cycles, figures, eval_s, f"AIME24-sized, recorded in {args.eval_from.name} (not "
@@ -230,11 +257,11 @@ def main(argv=None) -> dict:
     elif args.tiny or args.skip_eval:
         small = statistics.mean(c["eval_generation_s"] + c["eval_grading_s"] for c in cycles[1:])
         report |= projection(cycles, figures, small, "the sweep's own small eval (not AIME-sized)")
-    else:
+    else:  # part 1's figures are kept should part 2 not finish (a lost machine)
+        path.write_text(json.dumps(report | {"aime_eval": "not finished"}, indent=1))
         report["aime_eval"] = aime = aime_sized_eval(runs[0], work, args.length_seed, args.eval_kv_cache)
         eval_s = aime["generation_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
         report |= projection(cycles, figures, eval_s, "AIME24-sized (part 2), grading scaled by 12x the samples")
-    path = out / f"bench_cycle_{report['date']}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"[bench_cycle] {device}, {report['launcher_path']}: steady step {figures['steady_step_s']} s, fixed cost "
           f"{figures['fixed_cost_s_first']} s (first cycle), {figures['fixed_cost_s_after_first']} s after "

@@ -53,3 +53,11 @@ def test_the_cycle_benchmark_refuses_an_fp8_eval_it_cannot_run_or_a_record_of_an
                             "fp8", "--eval-from", str(bf16_record)], cwd=REPO, capture_output=True, text=True,
                            timeout=120)
     assert mixed.returncode == 2 and "kv_cache_dtype auto, not --eval-kv-cache fp8" in mixed.stderr
+
+
+def test_the_eval_only_benchmark_refuses_options_of_part_1(tmp_path):
+    for part_1 in (["--tiny"], ["--skip-eval"]):
+        done = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--eval-only",
+                               *part_1], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "--eval-only measures part 2 on a GPU" in done.stderr, part_1
+    assert not list(tmp_path.iterdir())  # refused before anything is built
