@@ -6,6 +6,8 @@
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --tiny    # CPU smoke check (tiny profile, no GPU)
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --steps 5 --profile-step 5   # + each cycle's step 5 profiled
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-kv-cache fp8   # part 2 alone
+    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-attention-backend FLASHINFER
+    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-without-adapter
 
 Part 1, cycles as a user runs them: one sweep of --cycles seeds through `python -m opsd_sweep -m` on the
 random-init Qwen3-1.7B world (opsd_sweep.random_world: student / teacher prompts ~300 / ~1,500 tokens),
@@ -22,14 +24,18 @@ forced to its length (lognormal, mean 5,000, clipped to [64, 38,912], drawn as i
 mean 4,765), through the evaluator's run_plan on a vLLM engine configured as the cycle's own (the
 trained adapter as a LoRARequest, eval.max_num_seqs, the GPU share of the engine that evaluates a cycle:
 the rollout engine's, or with --eval-kv-cache fp8 the eval phase's own engine's), timed from the first
-request to the last sample. With --eval-kv-cache fp8 the sweep's cycles use it too, so their fixed cost
-includes the eval engine each one starts.
+request to the last sample, every engine step timed with the requests in the engine (eval_trace.py; its
+plot: `python3 benchmarks/eval_trace.py RECORD.json`). With --eval-kv-cache fp8 the sweep's cycles use it
+too, so their fixed cost includes the eval engine each one starts. Two probes of part 2 alone change its
+engine, to find where the eval's tail goes: --eval-attention-backend (vLLM's attention kernels) and
+--eval-without-adapter (the base model served without LoRA: the speed of merged weights, same shapes).
 
 The 100-step cycle is then PROJECTED (not measured end to end), per cycle after the sweep's first:
 its fixed cost + 100 x the measured steady step + the AIME-sized generation and grading (part 1's own
 small eval with --skip-eval or --tiny, and the JSON says which), times the GPUs. --eval-only runs part 2
 alone, on the adapter of one 1-step uncompiled cycle (its trained weights do not change the forced
-lengths), and writes OUT/aime_sized_eval_<UTC date>_<kv cache>.json, the record --eval-from reads. Writes
+lengths; a later --eval-only with the same --work reuses it), and writes OUT/aime_sized_eval_<UTC date>_<kv
+cache>[_<probe>].json, the record --eval-from reads (a probe's record is refused there: not the cycle's eval). Writes
 OUT/bench_cycle_<UTC date>.json with gpu_minutes_per_cycle and fixed_cost_s_after_first. Random weights
 never emit EOS, so rollouts always run 1,024 tokens (the recipe's cap; real rollouts are shorter). On
 CPU (--tiny) the "GPU-minutes" are the phases' wall minutes on the CPU: a smoke check, not a figure.
@@ -52,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from bench_vllm_tp_dp import N_SAMPLES, draw_lengths, summarize  # noqa: E402
+from eval_trace import TimedSteps, engine_args_with, summarize_steps  # noqa: E402
 
 from opsd_sweep import random_world  # noqa: E402
 from opsd_sweep.gpu_check import checked_cycle, run, step_parts, sweep_args  # noqa: E402
@@ -59,13 +66,15 @@ from opsd_sweep.run.rundir import gpu_hours  # noqa: E402
 
 RECIPE_STEPS, TARGET_GPU_MINUTES, SEED_WORKFLOW_GPU_MINUTES = 100, 12.0, (112, 132)
 TARGET_FIXED_COST_S = 20.0
+DEFAULT_ATTENTION, WITHOUT_ADAPTER = "vLLM's choice", "none (the base model: merged weights' speed)"
 TINY = ["profile=tiny", "eval.max_problems=4", "eval.n_samples=1", "hydra.launcher.max_parallel=1"]
 WORKER = re.compile(r"=== \S+ phase worker (\d+): train ===")
 
 
-def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype: str = "auto") -> dict:
-    """Part 2: 360 forced-length requests on an engine set up like the cycle's, timed (kv_cache_dtype: the
-    evaluator option eval.kv_cache_dtype)."""
+def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype: str = "auto",
+                    attention_backend: str | None = None, adapter: bool = True) -> dict:
+    """Part 2: 360 forced-length requests on an engine set up like the cycle's, timed step by step
+    (kv_cache_dtype: the evaluator option eval.kv_cache_dtype; attention_backend, adapter: probes)."""
     from omegaconf import OmegaConf
 
     from opsd_sweep.config import from_dict
@@ -85,6 +94,7 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype:
                                     kv_cache_dtype=kv_cache_dtype))
     problems = load_problems(run.eval)
     spec = engine_spec(run, rd.latest_checkpoint())
+    spec = spec if adapter else replace(spec, adapter_path=None)
     if rollout_engine_serves_eval(run, world_size=1)[0]:  # the cycle evaluates on its rollout engine: that share
         spec = replace(spec, gpu_memory_utilization=run.rollout.gpu_memory_utilization)
     prompts = render_eval_prompts(load_tokenizer(run.model), run.eval, problems)
@@ -99,7 +109,9 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype:
     started = time.monotonic()
     from opsd_sweep.evaluate.vllm_engine import VLLMEngine
 
-    engine = VLLMEngine(spec)
+    with engine_args_with(**({"attention_backend": attention_backend} if attention_backend else {})):
+        timed = TimedSteps(VLLMEngine._start(spec, spec.adapter_path is not None))
+    engine = VLLMEngine(spec, timed)  # served as the evaluator serves an engine it is given
     engine_s = time.monotonic() - started
     started = time.monotonic()
     run_plan(spec, prompts, shards, store, [["0"]], desc="aime-sized eval", attach=lambda _spec: engine)
@@ -109,24 +121,48 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype:
     return {"requests": len(forced), "lengths": summarize(forced, forced), "engine_start_s": round(engine_s, 1),
             "generation_s": round(generation_s, 1), "tokens_per_s": round(sum(forced) / generation_s),
             "length_mismatches": mismatches, "max_num_seqs": spec.max_num_seqs, "kv_cache_dtype": kv_cache_dtype,
-            "gpu_memory_utilization": spec.gpu_memory_utilization}
+            "gpu_memory_utilization": spec.gpu_memory_utilization, **probe_fields(attention_backend, adapter),
+            "engine_steps": summarize_steps(timed.steps, spec.max_num_seqs)}
+
+
+def probe_fields(attention_backend: str | None, adapter: bool) -> dict:
+    """How part 2's engine differed from the cycle's evaluator, as its record says it."""
+    return {"attention_backend": attention_backend or DEFAULT_ATTENTION,
+            "adapter": "LoRARequest" if adapter else WITHOUT_ADAPTER}
+
+
+def probe_suffix(args) -> str:
+    """The record's name part for a probe of part 2 ('' for the cycle's own evaluator)."""
+    return ((f"_{args.eval_attention_backend.lower()}" if args.eval_attention_backend else "")
+            + ("_without_adapter" if args.eval_without_adapter else ""))
 
 
 def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
-    """Part 2 alone: one 1-step cycle for an adapter (uncompiled: its step is not measured), then its eval."""
+    """Part 2 alone: one 1-step cycle for an adapter (uncompiled: its step is not measured; one finished in
+    this --work before is reused), then its eval."""
     import torch
 
-    sweep = sweep_args(random_world.build(work / "world"), None, 1, 16, 1, "1", work / "results", "bench-eval")
-    sweep += ["train.compile=false", f"eval.kv_cache_dtype={args.eval_kv_cache}", *args.override]
-    run([sys.executable, "-m", "opsd_sweep", *sweep], work / "bench_eval_sweep.log", env)
-    run_dir = next((work / "results" / "bench-eval").glob("*-s1-*"))
+    from opsd_sweep.run.rundir import RunDir
+
+    finished = [d for d in (work / "results" / "bench-eval").glob("*-s1-*") if RunDir(d).read_status().get("state") == "done"]
+    if finished:
+        print(f"[bench_cycle] reusing the adapter of {finished[0]}", flush=True)
+    else:
+        sweep = sweep_args(random_world.build(work / "world"), None, 1, 16, 1, "1", work / "results", "bench-eval")
+        sweep += ["train.compile=false", f"eval.kv_cache_dtype={args.eval_kv_cache}", *args.override]
+        run([sys.executable, "-m", "opsd_sweep", *sweep], work / "bench_eval_sweep.log", env)
+    run_dir = finished[0] if finished else next((work / "results" / "bench-eval").glob("*-s1-*"))
     record = {"device": torch.cuda.get_device_name(0),
-              "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-              "command": command, **aime_sized_eval(run_dir, work, args.length_seed, args.eval_kv_cache)}
-    path = out / f"aime_sized_eval_{record['date']}_{args.eval_kv_cache}.json"
+              "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), "command": command,
+              **aime_sized_eval(run_dir, work, args.length_seed, args.eval_kv_cache, args.eval_attention_backend,
+                                not args.eval_without_adapter)}
+    path = out / f"aime_sized_eval_{record['date']}_{args.eval_kv_cache}{probe_suffix(args)}.json"
     path.write_text(json.dumps(record, indent=1))
-    print(f"[bench_cycle] AIME24-sized eval, kv cache {args.eval_kv_cache}: generation {record['generation_s']} s, "
-          f"{record['tokens_per_s']} tok/s, engine start {record['engine_start_s']} s; {path}", flush=True)
+    steps = record["engine_steps"]
+    print(f"[bench_cycle] AIME24-sized eval, kv cache {args.eval_kv_cache}, {record['attention_backend']}, adapter "
+          f"{record['adapter']}: generation {record['generation_s']} s, {record['tokens_per_s']} tok/s, engine start "
+          f"{record['engine_start_s']} s; done by {steps['done_by_s']}; steps by sequences decoding "
+          f"{steps['by_sequences']}; {path}", flush=True)
     return record
 
 
@@ -196,6 +232,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--eval-kv-cache", default="auto", choices=["auto", "fp8"],
                         help="the sweep's cycles and part 2 with this eval.kv_cache_dtype (an evaluator option; "
                              "the cycles then evaluate on an engine of their own)")
+    parser.add_argument("--eval-attention-backend", default=None, choices=["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"],
+                        help="--eval-only probe: part 2's engine with these attention kernels (default: vLLM's choice)")
+    parser.add_argument("--eval-without-adapter", action="store_true",
+                        help="--eval-only probe: part 2 serves the base model without LoRA (merged weights' speed)")
     parser.add_argument("--override", action="append", default=[], help="one more sweep override, e.g. train.fp32_matmul=ieee")
     args = parser.parse_args(argv)
     if args.cycles < 3 or args.steps < 2:
@@ -205,6 +245,10 @@ def main(argv=None) -> dict:
     if args.eval_from is not None:
         recorded = json.loads(args.eval_from.read_text())
         recorded = recorded.get("aime_eval", recorded)  # a whole bench_cycle record, or part 2's own
+        probe = {k: v for k, v in recorded.items() if k in ("attention_backend", "adapter")}
+        if probe and probe != probe_fields(None, True):
+            parser.error(f"--eval-from {args.eval_from} is a probe of part 2 ({probe}), not the cycle's evaluator: "
+                         "give a record of `--eval-only` without --eval-attention-backend or --eval-without-adapter")
         if recorded.get("kv_cache_dtype", "auto") != args.eval_kv_cache:
             parser.error(f"--eval-from {args.eval_from} recorded an eval with kv_cache_dtype "
                          f"{recorded.get('kv_cache_dtype', 'auto')}, not --eval-kv-cache {args.eval_kv_cache}: give "
@@ -214,6 +258,9 @@ def main(argv=None) -> dict:
                      "keeps the model's dtype; give --eval-kv-cache auto or run on a GPU")
     if args.eval_only and (args.tiny or args.skip_eval or args.eval_from is not None):
         parser.error("--eval-only measures part 2 on a GPU: leave out --tiny, --skip-eval and --eval-from")
+    if not args.eval_only and (args.eval_attention_backend or args.eval_without_adapter):
+        parser.error("--eval-attention-backend and --eval-without-adapter are probes of part 2 alone: add --eval-only "
+                     "(a sweep's cycles keep the evaluator's engine)")
     work, out = args.work.absolute(), args.out.absolute()
     for folder in (work, out):
         folder.mkdir(parents=True, exist_ok=True)

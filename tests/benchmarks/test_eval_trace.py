@@ -1,0 +1,83 @@
+"""The eval's step trace (benchmarks/eval_trace.py): what a record says about where the eval's minutes
+went, its plot, and bench_cycle's refusals of its probes where they do not belong."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+spec = importlib.util.spec_from_file_location("eval_trace", REPO / "benchmarks" / "eval_trace.py")
+eval_trace = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(eval_trace)
+
+
+def crowded_then_tail():
+    """An eval of 300 samples on 256 slots: 100 crowded steps of 20 ms (2 samples done each from step 51),
+    then 800 tail steps of 5 ms with 200 -> 1 samples left (one done every 4 steps)."""
+    steps, end, left = [], 0.0, 300
+    for i in range(100):
+        done = 2 if i >= 50 else 0
+        end += 0.020
+        steps.append((end, 0.020, left, done))
+        left -= done
+    for i in range(800):
+        done = 1 if i % 4 == 3 else 0
+        end += 0.005
+        steps.append((end, 0.005, left, done))
+        left -= done
+    return steps
+
+
+def test_the_summary_splits_the_steps_by_sequences_decoding_and_says_when_the_samples_were_done():
+    steps = crowded_then_tail()
+    summary = eval_trace.summarize_steps(steps, max_num_seqs=256)
+    assert summary["steps"] == 900 and summary["step_seconds"] == 6.0
+    bands = {b["sequences"]: b for b in summary["by_sequences"]}
+    assert bands["65-256"]["steps"] == 100 + 4 * (200 - 64)  # crowded, then the tail while > 64 were left
+    assert bands["1-4"] == {"sequences": "1-4", "steps": 16, "seconds": 0.1, "median_step_ms": 5.0}
+    assert bands["5-16"]["median_step_ms"] == bands["17-64"]["median_step_ms"] == 5.0
+    assert sum(b["steps"] for b in summary["by_sequences"]) == 900
+    assert summary["done_by_s"]["100%"] == round(steps[-1][0], 1)  # the last sample ends the eval
+    assert summary["done_by_s"]["50%"] == round(steps[99 + 4 * 50][0], 1)  # sample 150: the 50th of the tail
+    assert len(summary["timeline"]) == 450 and summary["timeline"][0] == [0.04, 20.0, 256]  # windows of 2 steps
+
+
+def test_the_timeline_is_cut_to_at_most_600_windows_that_cover_every_step():
+    steps = [(0.01 * (i + 1), 0.01, 1000 - i // 2, i % 2) for i in range(1999)]
+    timeline = eval_trace.summarize_steps(steps, max_num_seqs=256)["timeline"]
+    assert len(timeline) <= eval_trace.TIMELINE_POINTS
+    assert timeline[-1][0] == round(steps[-1][0], 2)  # the last window ends at the last step
+    assert all(point[1] == 10.0 for point in timeline)
+
+
+def test_a_record_with_a_trace_is_plotted_and_one_without_is_refused_by_name(tmp_path):
+    record = {"requests": 300, "generation_s": 4.0, "kv_cache_dtype": "auto", "attention_backend": "vLLM's choice",
+              "adapter": "LoRARequest", "engine_steps": eval_trace.summarize_steps(crowded_then_tail(), 256)}
+    path = tmp_path / "aime_sized_eval_2026-12-03_auto.json"
+    path.write_text(json.dumps(record))
+    done = subprocess.run([sys.executable, "benchmarks/eval_trace.py", str(path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    png = path.with_suffix(".png")
+    assert done.stdout.strip() == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    old = REPO / "benchmarks/measured/aime_sized_eval_2026-12-03_fp8.json"  # recorded before the trace existed
+    refused = subprocess.run([sys.executable, "benchmarks/eval_trace.py", str(old), "--out", str(tmp_path / "x.png")],
+                             cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "has no engine_steps" in refused.stderr and old.name in refused.stderr
+
+
+def test_the_cycle_benchmark_keeps_its_probes_to_part_2_alone(tmp_path):
+    probe = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path),
+                            "--eval-without-adapter"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 2 and "probes of part 2 alone: add --eval-only" in probe.stderr
+    record = tmp_path / "aime_sized_eval_probe.json"
+    record.write_text(json.dumps({"generation_s": 400.0, "kv_cache_dtype": "auto", "attention_backend": "FLASHINFER",
+                                  "adapter": "LoRARequest"}))
+    projected = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "w"),
+                                "--eval-from", str(record)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert projected.returncode == 2 and "is a probe of part 2" in projected.stderr and "FLASHINFER" in projected.stderr
+    assert not (tmp_path / "w").exists()  # refused before anything is built
