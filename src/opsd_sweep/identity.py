@@ -87,6 +87,9 @@ EVALUATOR_VERSIONS = {
 }
 
 
+ON_ROLLOUT_ENGINE = "the trainer's rollout engine"  # eval.json's timing.engine when the train phase evaluated
+
+
 def serving(backend: str, checkpoint: Path | None, merge_lora: bool) -> str:
     """How `backend` serves `checkpoint` (None: the base model); a key of EVALUATOR_VERSIONS."""
     if checkpoint is None:
@@ -115,6 +118,9 @@ def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: boo
         return None
     record = evaluation.get("evaluator")
     if isinstance(record, dict):
+        if record.get("serving") == "vllm merge_lora" and evaluation.get("timing", {}).get("engine") == ON_ROLLOUT_ENGINE:
+            return ("it was scored with eval.merge_lora=true on the trainer's rollout engine, which served the base "
+                    "weights, not the merged checkpoint (before 2026-12-03)")
         current = EVALUATOR_VERSIONS.get(record.get("serving"))
         if current is None or record.get("version") != current:
             return (f"its evaluator ({record.get('backend')}, {record.get('serving')}, version "
