@@ -245,6 +245,9 @@ def main(argv=None) -> dict:
     if args.eval_from is not None:
         recorded = json.loads(args.eval_from.read_text())
         recorded = recorded.get("aime_eval", recorded)  # a whole bench_cycle record, or part 2's own
+        if not isinstance(recorded, dict):
+            parser.error(f"--eval-from {args.eval_from}: its part 2 is {recorded!r} (the machine was lost during it); "
+                         "give a record whose AIME-sized eval finished")
         probe = {k: v for k, v in recorded.items() if k in ("attention_backend", "adapter")}
         if probe and probe != probe_fields(None, True):
             parser.error(f"--eval-from {args.eval_from} is a probe of part 2 ({probe}), not the cycle's evaluator: "

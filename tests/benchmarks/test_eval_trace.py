@@ -81,3 +81,8 @@ def test_the_cycle_benchmark_keeps_its_probes_to_part_2_alone(tmp_path):
                                 "--eval-from", str(record)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert projected.returncode == 2 and "is a probe of part 2" in projected.stderr and "FLASHINFER" in projected.stderr
     assert not (tmp_path / "w").exists()  # refused before anything is built
+    lost = tmp_path / "bench_cycle_lost.json"  # part 1's record, written before a part 2 that never finished
+    lost.write_text(json.dumps({"steady_step_s": 5.3, "aime_eval": "not finished"}))
+    unfinished = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "w"),
+                                 "--eval-from", str(lost)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert unfinished.returncode == 2 and "its part 2 is 'not finished'" in unfinished.stderr
