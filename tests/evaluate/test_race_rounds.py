@@ -1,10 +1,13 @@
-"""Rounds of eval.checkpoints=race on the tiny model: a round draws only the samples it lacks, and an
-evaluation of fewer samples is never taken for the whole one."""
+"""Rounds of eval.checkpoints=race on the tiny model: a round draws only the samples it lacks, an
+evaluation of fewer samples is never taken for the whole one, and samples an evaluator known to be wrong
+drew are never kept."""
 
 from __future__ import annotations
 
+import json
+
 from opsd_sweep.evaluate.evaluator import evaluate
-from opsd_sweep.identity import evaluation_problem
+from opsd_sweep.identity import ON_ROLLOUT_ENGINE, evaluation_problem
 from tests.evaluate.conftest import eval_run
 
 RACE = ("eval.checkpoints=race", "eval.n_samples=3", "eval.checkpoint_race.first_samples=1",
@@ -40,3 +43,19 @@ def test_an_evaluation_of_fewer_samples_is_not_the_whole_one(tiny_world, tmp_pat
     assert "2 samples per problem, not eval.n_samples=3" in evaluation_problem(partial, None, False, 3)
     assert evaluation_problem(partial, None, False, 2) is None
     assert evaluate(run, None, tmp_path / "eval")["n_samples"] == 3  # not returned as up to date
+
+
+def test_samples_an_evaluator_known_wrong_drew_under_todays_plan_are_drawn_again(tiny_world, tmp_path, capsys):
+    """eval.merge_lora=true once ran on the trainer's rollout engine, which served its base weights: eval.json and
+    shards under the very plan of a right evaluation. Found wrong, both go, and every sample is drawn again."""
+    run = eval_run(tiny_world, tmp_path, *RACE)
+    eval_dir = tmp_path / "eval"
+    first = evaluate(run, None, eval_dir, samples=1)  # a round: its shards stay for the next one
+    assert len(shard_files(eval_dir)) == 2
+    scored_base = first | {"evaluator": {"backend": "vllm", "serving": "vllm merge_lora", "version": 1},
+                           "timing": first["timing"] | {"engine": ON_ROLLOUT_ENGINE}}
+    (eval_dir / "eval.json").write_text(json.dumps(scored_base))
+    again = evaluate(run, None, eval_dir, samples=2)
+    assert again["timing"]["generated_samples"] == 16  # 8 problems x 2 samples, none of round one's kept
+    assert "which served the base weights, not the merged checkpoint" in capsys.readouterr().out
+    assert evaluation_problem(again, None, False, 2) is None

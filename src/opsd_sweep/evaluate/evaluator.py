@@ -30,7 +30,7 @@ from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards, shards_for
-from opsd_sweep.identity import ON_ROLLOUT_ENGINE, content_identity, evaluator_identity, serving
+from opsd_sweep.identity import ON_ROLLOUT_ENGINE, content_identity, evaluator_identity, evaluator_problem, serving
 from opsd_sweep.modeling import load_tokenizer
 from opsd_sweep.run.rundir import (RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none,
                                    utc_now)
@@ -113,6 +113,15 @@ def merge_adapter(spec: EngineSpec, out_dir: Path) -> EngineSpec:
     return replace(spec, model_path=str(out_dir), tokenizer_path=str(out_dir), adapter_path=None)
 
 
+def drop_wrong_evaluation(eval_dir: Path, why: str) -> None:
+    """An eval.json scored by an evaluator known to be wrong is never up to date, and neither are its shards: they
+    were drawn by that evaluator, maybe under today's plan (an attached engine that ignored merge_lora). The shards
+    go first, so a kill in between leaves the eval.json to be found wrong again."""
+    print(f"[evaluate] {eval_dir / 'eval.json'}: {why}; every sample is drawn again", flush=True)
+    discard_partial(eval_dir)
+    (eval_dir / "eval.json").unlink()
+
+
 def problem_records(problems: list[Problem], n_samples: int, samples: dict[tuple[int, int], Sample],
                     grades: list[Grade]) -> list[dict]:
     """eval.json's per-problem records; `grades` is problem-major, like the pairs given to the grader."""
@@ -170,6 +179,9 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     plan = fingerprint(spec, evaluator, prompts, ids, e.n_samples, e.shard_size, run.seed, stages)
     out = eval_dir / "eval.json"
     existing = read_json_or_none(out)  # a torn or corrupted eval.json is written again
+    wrong = evaluator_problem(existing, checkpoint, e.merge_lora) if isinstance(existing, dict) else None
+    if wrong is not None:
+        existing = drop_wrong_evaluation(eval_dir, wrong)
     same_plan = (isinstance(existing, dict) and existing.get("fingerprint") == plan
                  and existing.get("evaluator") == evaluator)
     if same_plan and existing.get("n_samples", 0) >= samples:

@@ -7,7 +7,8 @@
   1-GPU cycle), a KV cache of the rollouts' dtype (eval./rollout.kv_cache_dtype) and the adapter served
   unmerged (eval.merge_lora=false), the rollout engine evaluates the final checkpoint at the end of the
   train phase (served with a LoRARequest on the restored base weights), saving the eval phase's process
-  and engine start. It is then sized for the evaluation too (eval.max_model_len, eval.max_num_seqs).
+  and engine start. It is then sized for the evaluation too (eval.max_model_len, eval.max_num_seqs), and
+  never below what a rollout needs (a short eval.max_model_len would cut the rollouts silently).
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def rollout_engine_serves_eval(run: RunConfig, world_size: int) -> tuple[bool, s
 
 
 def plan_rollout_engine(run: RunConfig, world_size: int, free_bytes: int, total_bytes: int,
-                        step_bytes: int) -> RolloutEnginePlan:
-    """`free_bytes`: free GPU memory with the trainer's model loaded; `step_bytes`: training_step_bytes."""
+                        step_bytes: int, longest_prompt: int) -> RolloutEnginePlan:
+    """`free_bytes`: free GPU memory with the trainer's model loaded; `step_bytes`: training_step_bytes;
+    `longest_prompt`: the longest training prompt in tokens (a shared engine's context must hold its rollout)."""
     e, r = run.eval, run.rollout
     shared, serves_why = rollout_engine_serves_eval(run, world_size)
     engine = int(r.gpu_memory_utilization * total_bytes)
@@ -71,5 +73,6 @@ def plan_rollout_engine(run: RunConfig, world_size: int, free_bytes: int, total_
                      f"{'>' if sleep else '<='} {free_bytes / gb:.0f} GB free")
     rollout_seqs = run.train.per_device_batch_size * run.train.grad_accum_steps  # one rank's step, one call
     return RolloutEnginePlan(sleep=sleep, sleep_why=sleep_why, serves_eval=shared, serves_eval_why=serves_why,
-                             max_model_len=e.max_model_len if shared else None,
+                             # never shorter than a rollout: vLLM ends a request at max_model_len without an error
+                             max_model_len=max(e.max_model_len, longest_prompt + r.max_new_tokens) if shared else None,
                              max_num_seqs=max(rollout_seqs, e.max_num_seqs) if shared else rollout_seqs)

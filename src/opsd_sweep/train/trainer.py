@@ -117,7 +117,7 @@ class OPSDTrainer:
         free += kept_engine_bytes()  # a phase worker's engine from the last cycle: planned as if not started
         longest = max(len(p) for p in self._prompts(self.rows[:256])[0])
         step_bytes = training_step_bytes(self.run, self.peft_model.get_base_model().config, longest)
-        self.engine_plan = plan = plan_rollout_engine(self.run, acc.num_processes, free, total, step_bytes)
+        self.engine_plan = plan = plan_rollout_engine(self.run, acc.num_processes, free, total, step_bytes, longest)
         acc.print(f"[train] vllm engine: sleep={plan.sleep} ({plan.sleep_why}); evaluates the final "
                   f"checkpoint: {plan.serves_eval} ({plan.serves_eval_why})")
         return VLLMRollout(self.run, self.peft_model, self.eos_ids, acc.device, acc.process_index, sleep=plan.sleep,
@@ -342,8 +342,8 @@ class OPSDTrainer:
 
     def cleanup(self) -> None:
         self.tracker.finish()
-        if warm.active():  # a kept engine gets the base weights back (if the eval did not); it keeps its process group
-            if self.backend == "vllm" and not self.engine_plan.serves_eval:
+        if warm.active():  # a kept engine gets the base weights back; it keeps its process group
+            if self.backend == "vllm":  # always: a collapsed run is not evaluated, and its engine holds its student
                 self.rollout.restore_base()
         else:
             self.accelerator.end_training()
