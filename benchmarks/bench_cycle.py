@@ -34,7 +34,7 @@ The 100-step cycle is then PROJECTED (not measured end to end), per cycle after 
 its fixed cost + 100 x the measured steady step + the AIME-sized generation and grading (part 1's own
 small eval with --skip-eval or --tiny, and the JSON says which), times the GPUs. --eval-only runs part 2
 alone, on the adapter of one 1-step uncompiled cycle (its trained weights do not change the forced
-lengths; a later --eval-only with the same --work reuses it), and writes OUT/aime_sized_eval_<UTC date>_<kv
+lengths; a later --eval-only with the same --work, --eval-kv-cache and --override reuses it), and writes OUT/aime_sized_eval_<UTC date>_<kv
 cache>[_<probe>].json, the record --eval-from reads (a probe's record is refused there: not the cycle's eval). Writes
 OUT/bench_cycle_<UTC date>.json with gpu_minutes_per_cycle and fixed_cost_s_after_first. Random weights
 never emit EOS, so rollouts always run 1,024 tokens (the recipe's cap; real rollouts are shorter). On
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -137,21 +138,40 @@ def probe_suffix(args) -> str:
             + ("_without_adapter" if args.eval_without_adapter else ""))
 
 
-def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
-    """Part 2 alone: one 1-step cycle for an adapter (uncompiled: its step is not measured; one finished in
-    this --work before is reused), then its eval."""
-    import torch
+def adapter_settings(args) -> list[str]:
+    """The 1-step cycle's own overrides: they set the engine part 2 copies (its KV cache, its GPU share)."""
+    return ["train.compile=false", f"eval.kv_cache_dtype={args.eval_kv_cache}", *args.override]
 
+
+def adapter_group(settings: list[str]) -> str:
+    """The 1-step cycle's group, named by its settings: a cycle run with other overrides is never reused."""
+    return f"bench-eval-{hashlib.sha256(' '.join(settings).encode()).hexdigest()[:8]}"
+
+
+def finished_adapter_run(results: Path, settings: list[str]) -> Path | None:
+    """A 1-step cycle an earlier --eval-only finished in this --work with the same settings, or None."""
     from opsd_sweep.run.rundir import RunDir
 
-    finished = [d for d in (work / "results" / "bench-eval").glob("*-s1-*") if RunDir(d).read_status().get("state") == "done"]
-    if finished:
-        print(f"[bench_cycle] reusing the adapter of {finished[0]}", flush=True)
+    done = [d for d in sorted((results / adapter_group(settings)).glob("*-s1-*"))
+            if RunDir(d).read_status().get("state") == "done"]
+    return done[0] if done else None
+
+
+def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
+    """Part 2 alone: one 1-step cycle for an adapter (uncompiled: its step is not measured; one finished in
+    this --work before with the same settings is reused), then its eval."""
+    import torch
+
+    results, settings = work / "results", adapter_settings(args)
+    run_dir = finished_adapter_run(results, settings)
+    if run_dir is not None:
+        print(f"[bench_cycle] reusing the adapter of {run_dir}", flush=True)
     else:
-        sweep = sweep_args(random_world.build(work / "world"), None, 1, 16, 1, "1", work / "results", "bench-eval")
-        sweep += ["train.compile=false", f"eval.kv_cache_dtype={args.eval_kv_cache}", *args.override]
-        run([sys.executable, "-m", "opsd_sweep", *sweep], work / "bench_eval_sweep.log", env)
-    run_dir = finished[0] if finished else next((work / "results" / "bench-eval").glob("*-s1-*"))
+        sweep = sweep_args(random_world.build(work / "world"), None, 1, 16, 1, "1", results, adapter_group(settings))
+        run([sys.executable, "-m", "opsd_sweep", *sweep, *settings], work / "bench_eval_sweep.log", env)
+        run_dir = finished_adapter_run(results, settings)
+        if run_dir is None:
+            raise RuntimeError(f"the 1-step cycle for part 2's adapter did not end done; see {work / 'bench_eval_sweep.log'}")
     record = {"device": torch.cuda.get_device_name(0),
               "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), "command": command,
               **aime_sized_eval(run_dir, work, args.length_seed, args.eval_kv_cache, args.eval_attention_backend,

@@ -7,12 +7,18 @@ import importlib.util
 import json
 import subprocess
 import sys
+from argparse import Namespace
 
 from tests.conftest import REPO
 
-spec = importlib.util.spec_from_file_location("eval_trace", REPO / "benchmarks" / "eval_trace.py")
-eval_trace = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(eval_trace)
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+eval_trace, bench_cycle = load("eval_trace"), load("bench_cycle")
 
 
 def crowded_then_tail():
@@ -86,3 +92,20 @@ def test_the_cycle_benchmark_keeps_its_probes_to_part_2_alone(tmp_path):
     unfinished = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "w"),
                                  "--eval-from", str(lost)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert unfinished.returncode == 2 and "its part 2 is 'not finished'" in unfinished.stderr
+
+
+def test_eval_only_reuses_the_adapter_cycle_only_of_the_same_settings(tmp_path):
+    """--eval-only reuses a finished 1-step cycle of its --work; a cycle run with other overrides (another rollout
+    KV cache: another engine share for part 2) or one that did not finish is never taken for it."""
+    results = tmp_path / "results"
+    default = bench_cycle.adapter_settings(Namespace(eval_kv_cache="auto", override=[]))
+    fp8_rollouts = bench_cycle.adapter_settings(Namespace(eval_kv_cache="auto", override=["rollout.kv_cache_dtype=fp8"]))
+    done = results / bench_cycle.adapter_group(fp8_rollouts) / "lr5e-06-clip0.05-s1-0af1e0c0"
+    done.mkdir(parents=True)
+    (done / "status.json").write_text(json.dumps({"state": "done"}))
+    assert bench_cycle.finished_adapter_run(results, fp8_rollouts) == done
+    assert bench_cycle.finished_adapter_run(results, default) is None  # another engine: not reused
+    failed = results / bench_cycle.adapter_group(default) / "lr5e-06-clip0.05-s1-1d488975"
+    failed.mkdir(parents=True)
+    (failed / "status.json").write_text(json.dumps({"state": "failed"}))
+    assert bench_cycle.finished_adapter_run(results, default) is None  # not finished: run again
