@@ -200,6 +200,7 @@ def cycle_record(run_dir: Path, steps: int) -> dict:
             "profiled_steps": [line["step"] for line in lines if line.get("profiled")],
             "steady_step_parts_s": step_parts([line for line in lines if not line.get("profiled")][-1]),
             "rollout_tokens_per_s": round(statistics.median(line["rollout_tokens_per_s"] for line in lines[1:])),
+            "eval_engine": timing.get("engine"), "eval_serving": evaluation["evaluator"]["serving"],
             "eval_generation_s": timing["generation_seconds"], "eval_grading_s": timing["grading_seconds"]}
 
 

@@ -87,7 +87,18 @@ EVALUATOR_VERSIONS = {
 }
 
 
-ON_ROLLOUT_ENGINE = "the trainer's rollout engine"  # eval.json's timing.engine when the train phase evaluated
+# eval.json's timing.engine when the train phase evaluated: a LoRARequest on its base weights, or (merge_lora)
+# the merged checkpoint's weights loaded into it; before 2026-12-03 a merge_lora eval there served the base weights
+ON_ROLLOUT_ENGINE = "the trainer's rollout engine"
+ON_ROLLOUT_ENGINE_MERGED = "the trainer's rollout engine, the merged checkpoint loaded"
+
+
+def engine_label(attached: bool, evaluator: dict) -> str:
+    """timing.engine of an eval.json: which engine served it, and for a merged eval on the rollout engine that
+    it held the merged weights (evaluator_problem tells the two apart)."""
+    if not attached:
+        return "own"
+    return ON_ROLLOUT_ENGINE_MERGED if evaluator["serving"] == "vllm merge_lora" else ON_ROLLOUT_ENGINE
 
 
 def serving(backend: str, checkpoint: Path | None, merge_lora: bool) -> str:

@@ -148,32 +148,27 @@ def test_a_kept_rollout_engine_is_not_reused_for_another_kv_cache_dtype_or_model
     assert key("model.path=/models/other") != key()
 
 
-def test_a_merged_weights_eval_never_runs_on_the_rollout_engine_which_serves_its_base_weights(monkeypatch, tmp_path):
-    """eval.merge_lora=true on a 1-GPU cycle once evaluated on the trainer's rollout engine, which served its restored
-    base weights without the adapter: the base model's scores, recorded as the checkpoint's. The plan now gives that
-    eval the eval phase's engine, an engine handed to the evaluator refuses it, and such recorded scores are wrong."""
-    from opsd_sweep.evaluate import evaluator
-    from opsd_sweep.identity import ON_ROLLOUT_ENGINE, evaluation_problem, evaluator_identity
+def test_a_merged_weights_eval_runs_on_the_rollout_engine_and_the_old_base_weights_scores_stay_wrong(monkeypatch,
+                                                                                                     tmp_path):
+    """eval.merge_lora=true on a 1-GPU cycle: the rollout engine serves it (with the merged dir's weights loaded,
+    tests/evaluate/test_merged_on_rollout_engine.py), sized for the eval like any shared engine. Scores recorded there
+    before 2026-12-03, when it served its restored base weights, stay wrong; the LoRARequest there is exact."""
+    from opsd_sweep.identity import (ON_ROLLOUT_ENGINE, ON_ROLLOUT_ENGINE_MERGED, evaluation_problem,
+                                     evaluator_identity)
     from opsd_sweep.train import engine_plan
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
     merged = plan_rollout_engine(paper_run("eval.merge_lora=true"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
-    assert not merged.serves_eval and merged.serves_eval_why.startswith("eval.merge_lora=true")
-    assert merged.max_model_len is None and merged.max_num_seqs == 32  # sized for the rollouts alone
+    assert merged.serves_eval and merged.max_model_len == paper_run().eval.max_model_len
+    assert merged.max_num_seqs == paper_run().eval.max_num_seqs
 
     checkpoint = tmp_path / "checkpoint-2"
     checkpoint.mkdir()
     (checkpoint / "adapter_config.json").write_text("{}")
-    monkeypatch.setattr(evaluator, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
-    with pytest.raises(ValueError, match=r"eval.merge_lora=true for .*checkpoint-2: a running engine serves its own "
-                                         r"weights, not the merged model"):
-        evaluator.evaluate(paper_run("eval.merge_lora=true"), checkpoint, tmp_path / "eval",
-                           attach=lambda spec: pytest.fail("the engine was attached"))
-    assert not (tmp_path / "eval").exists()  # refused before anything was written
-
     recorded = {"backend": "vllm", "evaluator": evaluator_identity("vllm", checkpoint, True), "n_samples": 12}
     scored_base = recorded | {"timing": {"engine": ON_ROLLOUT_ENGINE}}
     assert "which served the base weights, not the merged checkpoint" in evaluation_problem(scored_base, None, True)
+    assert evaluation_problem(recorded | {"timing": {"engine": ON_ROLLOUT_ENGINE_MERGED}}, None, True) is None
     assert evaluation_problem(recorded | {"timing": {"engine": "own"}}, None, True) is None
     unmerged = {"backend": "vllm", "evaluator": evaluator_identity("vllm", checkpoint, False),
                 "timing": {"engine": ON_ROLLOUT_ENGINE}}

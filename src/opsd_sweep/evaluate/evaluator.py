@@ -30,7 +30,7 @@ from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards, shards_for
-from opsd_sweep.identity import ON_ROLLOUT_ENGINE, content_identity, evaluator_identity, evaluator_problem, serving
+from opsd_sweep.identity import content_identity, engine_label, evaluator_identity, evaluator_problem
 from opsd_sweep.modeling import load_tokenizer
 from opsd_sweep.run.rundir import (RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none,
                                    utc_now)
@@ -154,17 +154,15 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     None: all eval.n_samples). An eval.json of the same plan with at least as many samples is returned as
     is; finished shards of an interrupted run, or of an earlier round, are kept and never drawn again.
     `attach` wraps an engine that is already running (the trainer's vLLM rollout engine) instead of
-    starting new ones: it gets the evaluation's spec and returns the Engine to serve it.
+    starting new ones: it gets the spec to serve and returns the Engine, holding spec.model_path's weights
+    (with eval.merge_lora=true the model dir merged here, without an adapter; else the base model and
+    spec.adapter_path as a LoRARequest).
     """
     wall_started = time.monotonic()
     prepare_vllm_process(run.cache_dir)
     gpus = visible_gpus()
     run = resolve_eval_backend(run, gpus)
     e = run.eval
-    if attach is not None and serving(e.backend, checkpoint, e.merge_lora) == "vllm merge_lora":
-        raise ValueError(f"eval.merge_lora=true for {checkpoint}: a running engine serves its own weights, not the "
-                         "merged model; evaluate in the eval phase's own engine (train/engine_plan.py), or set "
-                         "eval.merge_lora=false")
     problems = load_problems(e)
     spec = engine_spec(run, checkpoint)
     prompts = render_eval_prompts(load_tokenizer(replace(run.model, path=spec.tokenizer_path)), e, problems)
@@ -213,7 +211,7 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
         "model": run.model.name, "checkpoint": str(checkpoint) if checkpoint else None, "backend": e.backend,
         "seed": run.seed, "fingerprint": plan, "created_at": utc_now(), "evaluator": evaluator,
         "checkpoint_identity": content_identity(checkpoint) if checkpoint else None,
-        "timing": {"engines": len(groups), "engine": ON_ROLLOUT_ENGINE if attach else "own",
+        "timing": {"engines": len(groups), "engine": engine_label(attach is not None, evaluator),
                    "resumed_shards": resumed, "total_shards": len(shards),
                    "generated_samples": earlier.get("generated_samples", 0) + to_draw,  # this plan's, all rounds
                    "generation_seconds": round(earlier.get("generation_seconds", 0) + generation_seconds, 2),

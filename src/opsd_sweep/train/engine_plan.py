@@ -4,10 +4,10 @@
   around every training step costs ~0.6 s a step on an H200, so auto sleeps only when the engine's
   share of the GPU plus the trainer's estimated peak would not fit in the free memory.
 - One engine per cycle: when the evaluation would also run on vLLM with one engine of one GPU (a
-  1-GPU cycle), a KV cache of the rollouts' dtype (eval./rollout.kv_cache_dtype) and the adapter served
-  unmerged (eval.merge_lora=false), the rollout engine evaluates the final checkpoint at the end of the
-  train phase (served with a LoRARequest on the restored base weights), saving the eval phase's process
-  and engine start. It is then sized for the evaluation too (eval.max_model_len, eval.max_num_seqs), and
+  1-GPU cycle) and a KV cache of the rollouts' dtype (eval./rollout.kv_cache_dtype), the rollout engine
+  evaluates the final checkpoint at the end of the train phase, saving the eval phase's process and
+  engine start: served with a LoRARequest on the restored base weights, or (eval.merge_lora=true) with
+  the weights of the model dir the evaluator merged loaded into it, at the base model's decode speed. It is then sized for the evaluation too (eval.max_model_len, eval.max_num_seqs), and
   never below what a rollout needs (a short eval.max_model_len would cut the rollouts silently).
 """
 
@@ -45,9 +45,6 @@ def rollout_engine_serves_eval(run: RunConfig, world_size: int) -> tuple[bool, s
     """Whether the rollout engine evaluates the final checkpoint (one engine per cycle), and why."""
     e, r = run.eval, run.rollout
     eval_backend, _ = resolve_backend(e.backend, has_gpus=True, key="eval.backend")
-    if e.merge_lora:  # the rollout engine serves its own (base) weights, never the merged model dir
-        return False, ("eval.merge_lora=true: the eval phase serves the merged model on an engine of its own (the "
-                       "rollout engine would serve its base weights)")
     if e.kv_cache_dtype != r.kv_cache_dtype:  # an engine's KV cache has one dtype
         return False, (f"eval.kv_cache_dtype={e.kv_cache_dtype}, rollout.kv_cache_dtype={r.kv_cache_dtype}: the eval "
                        "phase starts its own engine")

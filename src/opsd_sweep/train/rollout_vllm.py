@@ -23,10 +23,12 @@ numbers (LoRA dropout) on a new or a kept engine.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -98,7 +100,7 @@ class VLLMRollout:
 
         cfg = run.rollout
         self.cfg, self.eos_ids, self.sleep, self.device = cfg, eos_ids, sleep, device
-        self.peft_model = peft_model
+        self.peft_model, self.base_model = peft_model, run.model.path
         self.lora_layers = [(name.removeprefix(PEFT_PREFIX), module) for name, module in peft_model.named_modules()
                             if isinstance(module, LoraLayer)]
         self.engine = warm.reuse("rollout_engine", engine_key(run, sleep, max_model_len, max_num_seqs, device),
@@ -148,15 +150,26 @@ class VLLMRollout:
 
     def update(self, step: int) -> None:
         """Sample from the student after `step` optimizer steps: push its merged weights."""
-        self._load(merged=True)
+        self._load(self._weights(merged=True))
 
     def restore_base(self) -> None:
         """Put the frozen base weights back, so a LoRARequest on top serves exactly the adapter."""
-        self._load(merged=False)
+        self._load(self._weights(merged=False))
 
-    def _load(self, merged: bool) -> None:
+    def serve_model_dir(self, model_dir: Path) -> None:
+        """Serve the model the evaluator merged into `model_dir` (eval.merge_lora=true): the adapted projections
+        are read from its safetensors, the very bytes an engine of its own would load. Its other weights are
+        the base model's (merged_from.json names the base it was merged into), which the engine holds already."""
+        source = json.loads((model_dir / "merged_from.json").read_text())["model"]
+        if Path(source) != Path(self.base_model):
+            raise RuntimeError(f"{model_dir} was merged into {source}, not into {self.base_model} that the rollout "
+                               "engine serves")
+        engine_names = {f"{name}.weight": f"{name}{self.engine.base_layer_infix}.weight" for name, _ in self.lora_layers}
+        self._load(projection_weights(model_dir, engine_names, self.device))
+
+    def _load(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
         self._wake()
-        loaded = self.llm.apply_model(lambda model: model.load_weights(self._weights(merged)))[0]
+        loaded = self.llm.apply_model(lambda model: model.load_weights(weights))[0]
         if loaded is not None and len(loaded) < self.expected_params:
             raise RuntimeError(f"vLLM loaded {len(loaded)} of the {self.expected_params} engine parameters the "
                                "adapter touches; the engine's parameter names do not match the student's")
@@ -176,6 +189,26 @@ class VLLMRollout:
         if not self.engine.awake:
             self.llm.wake_up()
             self.engine.awake = True
+
+
+def projection_weights(model_dir: Path, engine_names: dict[str, str], device) -> Iterator[tuple[str, torch.Tensor]]:
+    """(engine name, weight) for each of a saved model's tensors named in `engine_names` (saved name -> engine
+    name), read one at a time onto `device`; every name is found in the files before the first is read."""
+    from safetensors import safe_open
+
+    files = sorted(model_dir.glob("*.safetensors"))
+    where = {}
+    for path in files:
+        with safe_open(path, framework="pt") as handle:
+            where.update({key: path for key in handle.keys() if key in engine_names})
+    missing = sorted(set(engine_names) - set(where))
+    if missing:
+        raise RuntimeError(f"{model_dir} lacks {len(missing)} of the adapted projections the engine serves "
+                           f"(e.g. {missing[0]}); merge the checkpoint again (delete {model_dir})")
+    for path in files:
+        with safe_open(path, framework="pt", device=str(device)) as handle:
+            for key in sorted(k for k, file in where.items() if file == path):
+                yield engine_names[key], handle.get_tensor(key)
 
 
 def _fused_count(names) -> int:

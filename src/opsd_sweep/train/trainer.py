@@ -327,18 +327,26 @@ class OPSDTrainer:
 
     def evaluate_final(self) -> None:
         """One engine per cycle (engine_plan): the rollout engine evaluates the final checkpoint, served
-        exactly as the eval phase would (the base weights restored, the adapter as a LoRARequest)."""
+        exactly as the eval phase would: the base weights restored with the adapter as a LoRARequest, or
+        (eval.merge_lora=true) the evaluator's merged model dir loaded, served without LoRA."""
         if self.engine_plan is None or not self.engine_plan.serves_eval:
             return
         from opsd_sweep.evaluate.evaluator import evaluate_run
-        from opsd_sweep.evaluate.vllm_engine import VLLMEngine
 
         self.model = self.optimizer = self.scheduler = None  # training is over: release its GPU memory
         self.accelerator.free_memory()
-        self.rollout.restore_base()
         print("[train] evaluating the final checkpoint with the rollout engine", flush=True)
-        evaluate_run(self.run, self.run_dir, self.run_dir.latest_checkpoint(),
-                     attach=lambda spec: VLLMEngine(spec, llm_engine=self.rollout.llm.llm_engine))
+        evaluate_run(self.run, self.run_dir, self.run_dir.latest_checkpoint(), attach=self._eval_engine)
+
+    def _eval_engine(self, spec):
+        """The rollout engine holding the weights `spec` is served from (one call per checkpoint evaluated)."""
+        from opsd_sweep.evaluate.vllm_engine import VLLMEngine
+
+        if spec.adapter_path is None:  # the evaluator merged the checkpoint into spec.model_path
+            self.rollout.serve_model_dir(Path(spec.model_path))
+        else:
+            self.rollout.restore_base()
+        return VLLMEngine(spec, llm_engine=self.rollout.llm.llm_engine)
 
     def cleanup(self) -> None:
         self.tracker.finish()
