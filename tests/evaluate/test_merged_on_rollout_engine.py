@@ -43,7 +43,7 @@ def test_the_rollout_engine_is_handed_the_merged_model_dir_and_its_scores_stand(
     result = evaluator.evaluate(run, checkpoint, eval_dir, attach=attach)
     ((spec, merged_from),) = handed
     assert spec.adapter_path is None and spec.model_path == str(eval_dir / "merged")
-    assert merged_from == {"model": run.model.path, "adapter": str(checkpoint)}
+    assert {k: merged_from[k] for k in ("model", "adapter")} == {"model": run.model.path, "adapter": str(checkpoint)}
     assert result["evaluator"]["serving"] == "vllm merge_lora"
     assert result["timing"]["engine"] == ON_ROLLOUT_ENGINE_MERGED
     assert evaluation_problem(result, checkpoint, True, run.eval.n_samples) is None
@@ -67,3 +67,16 @@ def test_the_engine_loads_the_merged_dirs_own_projections_under_its_names(merged
         assert not torch.equal(loaded[engine_name], base[saved_name])  # the adapter's update is in it
     with pytest.raises(RuntimeError, match=r"lacks 1 of the adapted projections .*model.layers.9.mlp.up_proj.weight"):
         next(projection_weights(merged, names | {"model.layers.9.mlp.up_proj.weight": "x"}, "cpu"))
+
+
+def test_an_adapter_rewritten_at_the_same_path_is_merged_again_not_served_stale(merged_run, tmp_path):
+    """The merged dir is kept between rounds of an evaluation and reused when it was merged from the same inputs:
+    by content, not path, or a checkpoint rewritten in place would be scored with its old weights."""
+    run, checkpoint = merged_run
+    spec = evaluator.engine_spec(run, checkpoint)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    first = load_file(Path(evaluator.merge_adapter(spec, tmp_path / "merged").model_path) / "model.safetensors")[name]
+    write_adapter(checkpoint, 1, run.model.path)  # other weights, same path
+    again = load_file(Path(evaluator.merge_adapter(spec, tmp_path / "merged").model_path) / "model.safetensors")[name]
+    fresh = load_file(Path(evaluator.merge_adapter(spec, tmp_path / "fresh").model_path) / "model.safetensors")[name]
+    assert not torch.equal(again, first) and torch.equal(again, fresh)

@@ -91,7 +91,9 @@ def merge_adapter(spec: EngineSpec, out_dir: Path) -> EngineSpec:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     marker = out_dir / "merged_from.json"
-    source = {"model": spec.model_path, "adapter": spec.adapter_path}
+    # by content too: an adapter (or base) rewritten at the same path is merged again, never served stale
+    source = {"model": spec.model_path, "adapter": spec.adapter_path,
+              "model_identity": content_identity(spec.model_path), "adapter_identity": content_identity(spec.adapter_path)}
     if not (marker.exists() and read_json(marker) == source):
         print(f"[evaluate] merging {spec.adapter_path} into {spec.model_path} -> {out_dir}", flush=True)
         shutil.rmtree(out_dir, ignore_errors=True)

@@ -7,8 +7,9 @@
   1-GPU cycle) and a KV cache of the rollouts' dtype (eval./rollout.kv_cache_dtype), the rollout engine
   evaluates the final checkpoint at the end of the train phase, saving the eval phase's process and
   engine start: served with a LoRARequest on the restored base weights, or (eval.merge_lora=true) with
-  the weights of the model dir the evaluator merged loaded into it, at the base model's decode speed. It is then sized for the evaluation too (eval.max_model_len, eval.max_num_seqs), and
-  never below what a rollout needs (a short eval.max_model_len would cut the rollouts silently).
+  the weights of the model dir the evaluator merged loaded into it, at the base model's decode speed.
+  It is then sized for the evaluation too (eval.max_model_len, eval.max_num_seqs), and never below what
+  a rollout needs (a short eval.max_model_len would cut the rollouts silently).
 """
 
 from __future__ import annotations
