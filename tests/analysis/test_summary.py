@@ -364,3 +364,11 @@ def test_runs_that_all_score_alike_give_no_power_advice_instead_of_a_crash(tmp_p
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert summary["sd"].eq(0).all() and "seeds_needed" not in summary
     assert "## How many seeds" not in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_winners_curse_counts_the_configs_ranked_not_those_tested(tmp_path):
+    """1-run configs have no test against the anchor, but the top mean is still the best of all three."""
+    write_sweep(tmp_path / "lr", seeds=(1,))
+    main([str(tmp_path / "lr"), "--out", str(tmp_path / "out"), "--no-plots"])
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert "was picked from 3 configs" in report

@@ -137,7 +137,9 @@ def verdict_statements(analysis: Analysis, s: SummarySettings) -> list[str]:
                    "not yet proven at the family-wise level: worth more seeds.")
     top = t[t["flags"].str.contains("winner's curse")]
     if not top.empty:
-        out.append(f"The top mean ({top['label'].iloc[0]}) was picked from {family} configs: its mean is biased "
+        # the configs it was picked from, not the tested family: 1-run configs are ranked but not tested
+        picked_from = int((t["label"] != analysis.baseline).sum())
+        out.append(f"The top mean ({top['label'].iloc[0]}) was picked from {picked_from} configs: its mean is biased "
                    "upward (winner's curse). Confirm it on fresh seeds before claiming it.")
     if (t["n"] == 1).any():
         out.append("Configs with 1 run have no SD of their own: their intervals and tests use the SD named in the "
