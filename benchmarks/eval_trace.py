@@ -102,9 +102,10 @@ def plot(record: dict, path: Path) -> Path:
             axis.axvline(trace["done_by_s"]["95%"], color="#777777", linestyle=":", linewidth=1,
                          label="95% of the samples done")
         top.legend(loc="upper right", fontsize=8)
+    # two lines: a probe's adapter label is long enough to run off a one-line title
     top.set_title(f"AIME24-sized eval, {record['requests']} samples in {record['generation_s']} s: KV cache "
-                  f"{record.get('kv_cache_dtype', 'auto')}, attention {record.get('attention_backend', 'vLLM default')}, "
-                  f"adapter {record.get('adapter', 'LoRARequest')}", fontsize=8)
+                  f"{record.get('kv_cache_dtype', 'auto')}, attention {record.get('attention_backend', 'vLLM default')},"
+                  f"\nadapter {record.get('adapter', 'LoRARequest')}", fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
