@@ -72,19 +72,16 @@ TINY = ["profile=tiny", "eval.max_problems=4", "eval.n_samples=1", "hydra.launch
 WORKER = re.compile(r"=== \S+ phase worker (\d+): train ===")
 
 
-def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype: str = "auto",
-                    attention_backend: str | None = None, adapter: bool = True) -> dict:
-    """Part 2: 360 forced-length requests on an engine set up like the cycle's, timed step by step
-    (kv_cache_dtype: the evaluator option eval.kv_cache_dtype; attention_backend, adapter: probes)."""
+def cycle_eval_setup(run_dir: Path, kv_cache_dtype: str = "auto", adapter: bool = True):
+    """(engine spec, prompts, planned shards) of part 2 on a cycle's run dir: the engine set up as the cycle's
+    evaluator sets up its own (its GPU share where the rollout engine evaluates), 30 problems x 12 samples."""
     from omegaconf import OmegaConf
 
     from opsd_sweep.config import from_dict
     from opsd_sweep.evaluate.datasets import load_problems
     from opsd_sweep.evaluate.evaluator import engine_spec
-    from opsd_sweep.evaluate.generate import Job, Shard
     from opsd_sweep.evaluate.prompts import render_eval_prompts
-    from opsd_sweep.evaluate.runner import run_plan
-    from opsd_sweep.evaluate.shards import ShardStore, plan_shards
+    from opsd_sweep.evaluate.shards import plan_shards
     from opsd_sweep.modeling import load_tokenizer
     from opsd_sweep.run.rundir import RunDir
     from opsd_sweep.train.engine_plan import rollout_engine_serves_eval
@@ -99,7 +96,18 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype:
     if rollout_engine_serves_eval(run, world_size=1)[0]:  # the cycle evaluates on its rollout engine: that share
         spec = replace(spec, gpu_memory_utilization=run.rollout.gpu_memory_utilization)
     prompts = render_eval_prompts(load_tokenizer(run.model), run.eval, problems)
-    planned = plan_shards([p.id for p in problems], N_SAMPLES, run.eval.shard_size, run.seed)
+    return spec, prompts, plan_shards([p.id for p in problems], N_SAMPLES, run.eval.shard_size, run.seed)
+
+
+def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype: str = "auto",
+                    attention_backend: str | None = None, adapter: bool = True) -> dict:
+    """Part 2: 360 forced-length requests on an engine set up like the cycle's, timed step by step
+    (kv_cache_dtype: the evaluator option eval.kv_cache_dtype; attention_backend, adapter: probes)."""
+    from opsd_sweep.evaluate.generate import Job, Shard
+    from opsd_sweep.evaluate.runner import run_plan
+    from opsd_sweep.evaluate.shards import ShardStore
+
+    spec, prompts, planned = cycle_eval_setup(run_dir, kv_cache_dtype, adapter)
     lengths = iter(draw_lengths(sum(len(s.jobs) for s in planned), length_seed))
     shards = [Shard(s.index, s.seed, tuple(Job(j.problem, j.sample, j.seed, next(lengths)) for j in s.jobs))
               for s in planned]
@@ -157,21 +165,27 @@ def finished_adapter_run(results: Path, settings: list[str]) -> Path | None:
     return done[0] if done else None
 
 
-def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
-    """Part 2 alone: one 1-step cycle for an adapter (uncompiled: its step is not measured; one finished in
-    this --work before with the same settings is reused), then its eval."""
-    import torch
-
-    results, settings = work / "results", adapter_settings(args)
+def adapter_run(work: Path, settings: list[str], env: dict) -> Path:
+    """The run dir of a 1-step cycle (uncompiled: its step is not measured) whose adapter part 2 serves; one
+    finished in this --work before with the same settings is reused."""
+    results = work / "results"
     run_dir = finished_adapter_run(results, settings)
     if run_dir is not None:
         print(f"[bench_cycle] reusing the adapter of {run_dir}", flush=True)
-    else:
-        sweep = sweep_args(random_world.build(work / "world"), None, 1, 16, 1, "1", results, adapter_group(settings))
-        run([sys.executable, "-m", "opsd_sweep", *sweep, *settings], work / "bench_eval_sweep.log", env)
-        run_dir = finished_adapter_run(results, settings)
-        if run_dir is None:
-            raise RuntimeError(f"the 1-step cycle for part 2's adapter did not end done; see {work / 'bench_eval_sweep.log'}")
+        return run_dir
+    sweep = sweep_args(random_world.build(work / "world"), None, 1, 16, 1, "1", results, adapter_group(settings))
+    run([sys.executable, "-m", "opsd_sweep", *sweep, *settings], work / "bench_eval_sweep.log", env)
+    run_dir = finished_adapter_run(results, settings)
+    if run_dir is None:
+        raise RuntimeError(f"the 1-step cycle for part 2's adapter did not end done; see {work / 'bench_eval_sweep.log'}")
+    return run_dir
+
+
+def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
+    """Part 2 alone: one 1-step cycle for an adapter, then its eval."""
+    import torch
+
+    run_dir = adapter_run(work, adapter_settings(args), env)
     record = {"device": torch.cuda.get_device_name(0),
               "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), "command": command,
               **aime_sized_eval(run_dir, work, args.length_seed, args.eval_kv_cache, args.eval_attention_backend,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import math
 import statistics
 import sys
@@ -46,12 +45,13 @@ class TimedSteps:
 
 @contextlib.contextmanager
 def engine_args_with(**extra):
-    """Engines started inside get the evaluator's own EngineArgs plus `extra` (e.g. attention_backend): one
-    setting changed for a measurement, the rest the evaluator's, with no second copy of its arguments."""
+    """Engines started inside get the evaluator's own EngineArgs with `extra` in place (e.g. attention_backend,
+    max_loras): one setting changed for a measurement, the rest the evaluator's, with no second copy of its
+    arguments. `extra` wins over what the evaluator passes (a functools.partial would lose to it)."""
     import vllm
 
     original = vllm.EngineArgs
-    vllm.EngineArgs = functools.partial(original, **extra)
+    vllm.EngineArgs = lambda *args, **kwargs: original(*args, **(kwargs | extra))
     try:
         yield
     finally:

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Issue 23's GPU measurements in one detached run, in order of need, each writing under OUT, each short
 # enough that a machine taken back keeps what finished before it. First gc/ (make gpu-check, ~6 min cold:
-# main's trainer and evaluator), then eval_default/ (part 2 alone with the cycle's evaluator, a LoRARequest,
-# every engine step timed, ~10 min: the trace to set beside eval_base of 2026-12-03, 404.9 s at the merged
-# weights' speed, measured on the same kind of machine; the 470.8 s it is compared with now had no trace).
+# main's trainer and evaluator), then shared_tail/ (two checkpoints' AIME24-sized evals in one engine, each a
+# LoRARequest, ~12 min with the 1-step cycle for the adapter: does one tail of long samples serve both, against
+# 2 x 470.8 s?), then eval_default/ (part 2 alone with the cycle's evaluator, a LoRARequest, every engine
+# step timed, ~8 min on the same adapter: the trace to set beside eval_base of 2026-12-03, 404.9 s at the
+# merged weights' speed; the 470.8 s it is compared with now had no trace).
 # progress.log says what finished when. Start it detached and follow progress.log; the device machine must
 # stay busy (a poll each few minutes, and each poll copies what has finished to $OUT: a machine lost between
 # two polls takes its files with it):
@@ -23,5 +25,6 @@ step() {  # name, command...: run one measurement, log its exit status, go on to
     echo "$(date -u +%H:%M:%S) $name exit $?" >> "$OUT/progress.log"
 }
 step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc"
+step shared_tail python3 benchmarks/bench_shared_tail.py --work /tmp/be --out "$OUT/shared_tail" --checkpoints 2
 step eval_default python3 benchmarks/bench_cycle.py --work /tmp/be --out "$OUT/eval_default" --eval-only
 echo "$(date -u +%H:%M:%S) done" >> "$OUT/progress.log"

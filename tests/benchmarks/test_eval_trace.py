@@ -109,3 +109,24 @@ def test_eval_only_reuses_the_adapter_cycle_only_of_the_same_settings(tmp_path):
     failed.mkdir(parents=True)
     (failed / "status.json").write_text(json.dumps({"state": "failed"}))
     assert bench_cycle.finished_adapter_run(results, default) is None  # not finished: run again
+
+
+def test_a_probe_setting_wins_over_the_evaluators_own(monkeypatch):
+    """engine_args_with changes one setting the evaluator itself passes (max_loras=1 for one checkpoint)."""
+    import types
+
+    stand_in = types.ModuleType("vllm")
+    stand_in.EngineArgs = lambda **kwargs: kwargs  # records what an engine would be started with
+    monkeypatch.setitem(sys.modules, "vllm", stand_in)
+    with eval_trace.engine_args_with(max_loras=3):
+        import vllm
+
+        assert vllm.EngineArgs(model="m", max_loras=1) == {"model": "m", "max_loras": 3}
+    assert stand_in.EngineArgs(max_loras=1) == {"max_loras": 1}  # restored on the way out
+
+
+def test_the_shared_tail_probe_needs_two_checkpoints_or_more(tmp_path):
+    one = subprocess.run([sys.executable, "benchmarks/bench_shared_tail.py", "--work", str(tmp_path / "w"),
+                          "--checkpoints", "1"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert one.returncode == 2 and "one checkpoint alone is bench_cycle.py --eval-only" in one.stderr
+    assert not (tmp_path / "w").exists()  # refused before anything is built
