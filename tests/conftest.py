@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -36,8 +37,25 @@ def one_thread():
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
-    """One tiny-world cache per test session (built once, reused by every test)."""
-    return tmp_path_factory.mktemp("opsd_cache")
+    """One tiny-world cache per test run (built once, reused by every test). The xdist workers share it, in
+    the run's temp dir above their own: its builders serialise on a lock (opsd_sweep.tiny)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return tmp_path_factory.mktemp("opsd_cache")
+    shared = tmp_path_factory.getbasetemp().parent / "opsd_cache"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+@pytest.fixture(autouse=True)
+def slurm_node(request, tmp_path_factory):
+    """The SLURM tests share one node of 2 CPUs and count on having it to themselves: under xdist they take
+    turns on a lock in the run's temp dir, whichever worker runs them."""
+    if request.node.get_closest_marker("slurm") is None or "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "slurm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def compose(overrides: list[str] | None = None):

@@ -27,17 +27,24 @@ def test_hydra_launcher_suite_passes():
     """Hydra's own LauncherTestSuite, in a fresh process: it checks per-job log files, which depend
     on process-wide logging state that earlier in-process Hydra runs of this session change."""
     suite = Path(__file__).with_name("hydra_launcher_suite.py")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)],
-                          capture_output=True, text=True, check=False, timeout=600)
+    # -n 0: the suite runs in that one process, not in xdist workers of its own (pyproject's addopts)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+                           str(suite)], capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert re.search(r"\b9 passed", proc.stdout), proc.stdout[-2000:]
 
 
 def observe(cfg) -> dict:
-    """The app's task: note what the job saw, hold its slot a moment, fail when asked."""
+    """The app's task: note what the job saw, hold its slot a moment, fail when asked. It holds its slot
+    until `together` jobs have started (at most 60 s), so jobs the launcher runs side by side overlap
+    however slowly a loaded machine starts them."""
     started = time.time()
     if cfg.a == cfg.fail_on and cfg.how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    Path(cfg.out, f"{cfg.a}.started").touch()
+    deadline = time.monotonic() + 60
+    while len(list(Path(cfg.out).glob("*.started"))) < cfg.together and time.monotonic() < deadline:
+        time.sleep(0.05)
     time.sleep(0.4)
     seen = {"a": cfg.a, "start": started, "end": time.time(), "pid": os.getpid(),
             **{k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "OPSD_MAIN_PORT", "VLLM_PORT", "OMP_NUM_THREADS")}}
@@ -70,7 +77,8 @@ def max_concurrent(jobs: list[dict]) -> int:
 
 
 def test_one_gpu_jobs_are_packed_on_disjoint_gpus_with_distinct_ports(hydra_sweep_runner, tmp_path):
-    with sweep(hydra_sweep_runner, tmp_path, ["a=0,1,2,3,4,5", "gpus=1", "hydra.launcher.gpus=[5,7]"]) as s:
+    with sweep(hydra_sweep_runner, tmp_path,
+               ["a=0,1,2,3,4,5", "gpus=1", "hydra.launcher.gpus=[5,7]", "together=2"]) as s:
         returns = s.returns[0]
     assert [r.hydra_cfg.hydra.job.num for r in returns] == [0, 1, 2, 3, 4, 5]  # input order kept
     assert [r.overrides[1] for r in returns] == [f"a={i}" for i in range(6)]
@@ -85,13 +93,14 @@ def test_one_gpu_jobs_are_packed_on_disjoint_gpus_with_distinct_ports(hydra_swee
 
 
 def test_two_gpu_jobs_and_cpu_jobs_share_the_machine(hydra_sweep_runner, tmp_path):
-    with sweep(hydra_sweep_runner, tmp_path, ["a=0,1,2", "gpus=2", "hydra.launcher.gpus=[0,1,2,3]"]):
+    with sweep(hydra_sweep_runner, tmp_path, ["a=0,1,2", "gpus=2", "hydra.launcher.gpus=[0,1,2,3]",
+                                              "together=2"]):
         pass
     assert {j["CUDA_VISIBLE_DEVICES"] for j in seen(tmp_path)} == {"0,1", "2,3"}
     assert max_concurrent(seen(tmp_path)) == 2
     cpu = tmp_path / "cpu"
     cpu.mkdir()
-    with sweep(hydra_sweep_runner, cpu, ["a=0,1,2,3,4,5", "hydra.launcher.max_parallel=3"]):
+    with sweep(hydra_sweep_runner, cpu, ["a=0,1,2,3,4,5", "hydra.launcher.max_parallel=3", "together=3"]):
         pass
     jobs = seen(cpu)
     assert max_concurrent(jobs) == 3

@@ -19,9 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as scipy_stats
-
-from opsd_sweep.inference.stats import holm
 
 
 def schedule(first_samples: int, samples_per_round: int, n_samples: int) -> list[int]:
@@ -46,6 +43,11 @@ def worse_than_best(rates: np.ndarray, alpha: float) -> tuple[np.ndarray, np.nda
     others = np.flatnonzero(np.arange(len(rates)) != best)
     p = np.full(len(rates), np.nan)
     if others.size:
+        # here, not at import: every eval phase imports this module, and these two take ~0.9 s to load
+        from scipy import stats as scipy_stats
+
+        from opsd_sweep.inference.stats import holm
+
         with warnings.catch_warnings():  # no spread in the differences: nan (-> 1 below) or an exact 0
             warnings.simplefilter("ignore", RuntimeWarning)
             raw = scipy_stats.ttest_rel(rates[others], np.broadcast_to(rates[best], rates[others].shape), axis=1,
