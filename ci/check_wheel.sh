@@ -24,8 +24,11 @@ wheel=("$work"/dist/opsd_sweep-*.whl)
 mkdir "$work/elsewhere" && cd "$work/elsewhere"   # no conf/ here, and the checkout is not on the path
 conf_dir="$("$py" -c 'import opsd_sweep; print(opsd_sweep.CONF_DIR)')"
 case "$conf_dir" in "$work/venv/"*) ;; *) echo "check_wheel: CONF_DIR is $conf_dir, not inside the venv"; exit 1;; esac
-"$py" -m opsd_sweep --help | grep -q "profile: tiny"
-"$py" -m opsd_sweep learning_rate=1.4e-5 seed=1 --cfg job | grep -q "name: qwen3-1.7b"
+# whole outputs first: `| grep -q` stops reading at its match, and a writer still printing dies of EPIPE
+help_text="$("$py" -m opsd_sweep --help)"
+grep -q "profile: tiny" <<< "$help_text"
+job_cfg="$("$py" -m opsd_sweep learning_rate=1.4e-5 seed=1 --cfg job)"
+grep -q "name: qwen3-1.7b" <<< "$job_cfg"
 # One tiny cycle in a cheaper world (a short warm start): the package, not the model, is under test.
 "$py" -m opsd_sweep profile=tiny results_root=results train.max_steps=2 train.save_steps=2 eval.n_samples=2 \
   tiny.warm_start.steps=20 tiny.n_eval=8
