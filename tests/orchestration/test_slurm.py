@@ -84,8 +84,48 @@ def test_a_slurm_sweep_completes_and_a_rerun_submits_nothing(tmp_path, tiny_cach
     assert "submitted" not in again.stdout + again.stderr
 
 
+def process_tree(root: int) -> list[int]:
+    """root and its descendants, by the parent pids in /proc."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(proc.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def signal_tree(root: int, signum: int) -> None:
+    for pid in process_tree(root):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def term_pending_or_gone(pid: int) -> bool:
+    """Whether SIGTERM waits for a stopped process (shared pending set, bit 15) or it has exited."""
+    try:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except OSError:
+        return True
+    return fields["State"].split()[0] in ("Z", "X") or bool(int(fields["ShdPnd"], 16) & 1 << (signal.SIGTERM - 1))
+
+
+def latest_step(run_dir: Path) -> int:
+    return max((int(p.parent.name.removeprefix("checkpoint-")) for p in run_dir.glob("train/checkpoint-*/trainer_state.json")),
+               default=0)
+
+
 def test_killed_jobs_are_recorded_failed_a_requeue_resumes_and_a_rerun_completes(tmp_path, tiny_cache):
-    args = [*SLURM, "train.max_steps=6", "seed=1,2,3"]
+    steps = 6
+    args = [*SLURM, f"train.max_steps={steps}", "seed=1,2,3"]
     sweep = start_sweep(args, tmp_path, tiny_cache, tmp_path / "sweep.log")
     runs = lambda: run_dirs(tmp_path)
 
@@ -93,11 +133,29 @@ def test_killed_jobs_are_recorded_failed_a_requeue_resumes_and_a_rerun_completes
         run = runs().get(seed)
         return run is not None and has_checkpoint(run, 1) and status(run).get("state") == "training"
 
-    # The node runs two jobs at once: seeds 1 and 2 first. Cancel one, SIGKILL the other's process.
-    wait_until(lambda: training_with_checkpoint(1) and training_with_checkpoint(2), 600, "seeds 1 and 2 to train")
-    cancelled, killed = status(runs()[1]), status(runs()[2])
+    # The node runs two jobs at once: seeds 1 and 2 first. Each cycle's processes are stopped (SIGSTOP) as
+    # soon as it has a checkpoint: the first to get there would otherwise train to its end while the other
+    # catches up, and a rerun of a finished training has nothing to resume (as happened under load).
+    frozen: dict[int, dict] = {}
+
+    def freeze_when_training(seed: int) -> bool:
+        if seed not in frozen and training_with_checkpoint(seed):
+            frozen[seed] = status(runs()[seed])
+            signal_tree(frozen[seed]["pid"], signal.SIGSTOP)
+        return seed in frozen
+
+    wait_until(lambda: all([freeze_when_training(1), freeze_when_training(2)]), 600, "seeds 1 and 2 to train")
+    cancelled, killed = frozen[1], frozen[2]
+    # Cancel one: SLURM signals its processes, which run again once the SIGTERM waits for them.
+    cancelled_tree = process_tree(cancelled["pid"])
     subprocess.run(["scancel", cancelled["job_id"]], check=True)
-    os.kill(killed["pid"], signal.SIGKILL)
+    wait_until(lambda: term_pending_or_gone(cancelled["pid"]), 120, "the cancel's SIGTERM", interval=0.2)
+    for pid in cancelled_tree:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    signal_tree(killed["pid"], signal.SIGKILL)  # SIGKILL the other's processes, as the OOM killer would
 
     # Seed 3 then starts; USR2 is what SLURM sends before the time limit: submitit checkpoints + requeues.
     wait_until(lambda: training_with_checkpoint(3), 600, "seed 3 to train")
@@ -125,15 +183,23 @@ def test_killed_jobs_are_recorded_failed_a_requeue_resumes_and_a_rerun_completes
     assert third["state"] == "done" and third["attempts"] == 2 and third["job_id"] == preempted
     restart = re.search(r"resumed from \S+ at step (\d+)", (runs()[3] / "logs/train.log").read_text())
     assert restart and int(restart.group(1)) >= 1
-    assert max(steps_logged(runs()[3])) == 6
+    assert max(steps_logged(runs()[3])) == steps
 
+    left_at = {seed: latest_step(runs()[seed]) for seed in (1, 2)}
+    killed_at = left_at[2]
+    assert 1 <= killed_at < steps  # stopped at its first checkpoint seen, killed there: training unfinished
     again = run_sweep([*args, "rerun_failed=true"], tmp_path, tiny_cache)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert "skipped (already done)" in again.stdout + again.stderr  # seed 3
     for seed in (1, 2):
         s = status(runs()[seed])
         assert s["state"] == "done" and s["attempts"] == 2
-        assert re.search(r"resumed from \S+ at step [1-6]", (runs()[seed] / "logs/train.log").read_text())
+        assert max(steps_logged(runs()[seed])) == steps
+    # The killed cycle resumes from the checkpoint it left; the cancelled one ran on for a moment after its
+    # SIGCONT, and resumes too unless it finished training before its SIGTERM was handled.
+    assert re.search(rf"resumed from \S+ at step {killed_at}\b", (runs()[2] / "logs/train.log").read_text())
+    if left_at[1] < steps:
+        assert re.search(rf"resumed from \S+ at step {left_at[1]}\b", (runs()[1] / "logs/train.log").read_text())
 
 
 def test_a_claim_held_by_a_gone_slurm_job_is_taken_over(tmp_path):
