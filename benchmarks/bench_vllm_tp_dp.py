@@ -102,26 +102,32 @@ def fit_step_cost(contexts: list[int], seconds: list[float]) -> dict:
 
 def simulate_decode(prompt_lens: list[int], lengths: list[int], generated: list[int],
                     max_num_seqs: int) -> list[int]:
-    """Context tokens of every remaining decode step, scheduled as vLLM does when nothing is preempted:
-    started requests (generated > 0) run to their length, waiting ones take, in order, the slots finished
-    ones free, and each step adds one token to every running request (context counted after the step,
-    as the timeline measures it). Requests with generated >= length are done."""
+    """Context tokens of every remaining decode step (decode_schedule's second column)."""
+    return [context for _, context in decode_schedule(prompt_lens, lengths, generated, max_num_seqs)]
+
+
+def decode_schedule(prompt_lens: list[int], lengths: list[int], generated: list[int],
+                    max_num_seqs: int) -> list[tuple[int, int]]:
+    """(requests decoding, context tokens) of every remaining decode step, scheduled as vLLM does when
+    nothing is preempted: started requests (generated > 0) run to their length, waiting ones take, in
+    order, the slots finished ones free, and each step adds one token to every running request (context
+    counted after the step, as the timeline measures it). Requests with generated >= length are done."""
     ends = [(lengths[i] - g, i) for i, g in enumerate(generated) if 0 < g < lengths[i]]  # step it ends at
     heapq.heapify(ends)
     context = sum(prompt_lens[i] + generated[i] for _, i in ends)
     waiting = deque(i for i, g in enumerate(generated) if g == 0 < lengths[i])
-    contexts: list[int] = []
+    steps: list[tuple[int, int]] = []
     while ends or waiting:
         while waiting and len(ends) < max_num_seqs:
             i = waiting.popleft()
-            heapq.heappush(ends, (len(contexts) + lengths[i], i))
+            heapq.heappush(ends, (len(steps) + lengths[i], i))
             context += prompt_lens[i]
         context += len(ends)
-        contexts.append(context)
-        while ends and ends[0][0] == len(contexts):
+        steps.append((len(ends), context))
+        while ends and ends[0][0] == len(steps):
             _, i = heapq.heappop(ends)
             context -= prompt_lens[i] + lengths[i]
-    return contexts
+    return steps
 
 
 def project_remaining(contexts: list[int], seconds: list[float], prompt_lens: list[int], lengths: list[int],

@@ -15,7 +15,7 @@
 #   for i in $(seq 1 57); do grep -q "eval_default exit" /tmp/res/progress.log && break; sleep 10; done
 #   cat /tmp/res/progress.log; tar czf $OUT/res.tgz --exclude='*.safetensors' --exclude='*.bin' -C /tmp res
 set -u
-OUT=${1:?usage: gpu_session.sh OUT_DIR}
+OUT=${1:?usage: gpu_session.sh OUT_DIR [STEP...] (default: gpu_check shared_tail eval_default)}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 step() {  # name, command...: run one measurement, log its exit status, go on to the next either way
@@ -24,7 +24,16 @@ step() {  # name, command...: run one measurement, log its exit status, go on to
     "$@" > "$OUT/$name.log" 2>&1
     echo "$(date -u +%H:%M:%S) $name exit $?" >> "$OUT/progress.log"
 }
-step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc"
-step shared_tail python3 benchmarks/bench_shared_tail.py --work /tmp/be --out "$OUT/shared_tail" --checkpoints 2
-step eval_default python3 benchmarks/bench_cycle.py --work /tmp/be --out "$OUT/eval_default" --eval-only
+run_step() {
+    case $1 in
+        gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
+        shared_tail) step shared_tail python3 benchmarks/bench_shared_tail.py --work /tmp/be --out "$OUT/shared_tail" \
+                         --checkpoints 2 ;;
+        eval_default) step eval_default python3 benchmarks/bench_cycle.py --work /tmp/be --out "$OUT/eval_default" \
+                          --eval-only ;;
+        *) echo "gpu_session: no step $1 (gpu_check, shared_tail, eval_default)"; exit 2 ;;
+    esac
+}
+for name in "${@:2}"; do run_step "$name"; done
+[ $# -gt 1 ] || for name in gpu_check shared_tail eval_default; do run_step "$name"; done
 echo "$(date -u +%H:%M:%S) done" >> "$OUT/progress.log"

@@ -3,24 +3,15 @@ that extends a time-limited run of the published configuration to its end."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import statistics
 
 import pytest
 
-from tests.conftest import REPO
+from tests.benchmarks.conftest import load_benchmark
 
 
-def load_bench():
-    path = REPO / "benchmarks" / "bench_vllm_tp_dp.py"
-    spec = importlib.util.spec_from_file_location("bench_vllm_tp_dp", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_benchmark("bench_vllm_tp_dp")
 
 
 def test_lengths_are_reproducible_clipped_and_average_near_5000():

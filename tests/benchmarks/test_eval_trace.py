@@ -3,22 +3,15 @@ went, its plot, and bench_cycle's refusals of its probes where they do not belon
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from argparse import Namespace
 
+from tests.benchmarks.conftest import load_benchmark
 from tests.conftest import REPO
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-eval_trace, bench_cycle = load("eval_trace"), load("bench_cycle")
+eval_trace, bench_cycle = load_benchmark("eval_trace"), load_benchmark("bench_cycle")
 
 
 def crowded_then_tail():
