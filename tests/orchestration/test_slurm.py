@@ -101,26 +101,39 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
-def signal_tree(root: int, signum: int) -> None:
-    for pid in process_tree(root):
+def signal_pids(pids: list[int], signum: int) -> None:
+    for pid in pids:
         try:
             os.kill(pid, signum)
         except ProcessLookupError:
             pass
 
 
-def term_pending_or_gone(pid: int) -> bool:
-    """Whether SIGTERM waits for a stopped process (shared pending set, bit 15) or it has exited."""
+def signal_tree(root: int, signum: int) -> None:
+    signal_pids(process_tree(root), signum)
+
+
+def pending_or_gone(pid: int, signum: int) -> bool:
+    """Whether `signum` waits for a stopped process (its shared pending set) or the process has exited."""
     try:
         fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
     except OSError:
         return True
-    return fields["State"].split()[0] in ("Z", "X") or bool(int(fields["ShdPnd"], 16) & 1 << (signal.SIGTERM - 1))
+    return fields["State"].split()[0] in ("Z", "X") or bool(int(fields["ShdPnd"], 16) & 1 << (signum - 1))
+
+
+def signal_stopped_job(owner: int, job_id: str, scancel_args: list[str], signum: int) -> None:
+    """scancel a job whose cycle process tree (under `owner`) is stopped, and let the tree run again once
+    the signal waits for the owner: it handles the signal before it trains on."""
+    tree = process_tree(owner)
+    subprocess.run(["scancel", *scancel_args, job_id], check=True)
+    wait_until(lambda: pending_or_gone(owner, signum), 120, f"signal {signum} to reach pid {owner}", interval=0.2)
+    signal_pids(tree, signal.SIGCONT)  # the tree as it was: an owner gone has left its children to init
 
 
 def latest_step(run_dir: Path) -> int:
-    return max((int(p.parent.name.removeprefix("checkpoint-")) for p in run_dir.glob("train/checkpoint-*/trainer_state.json")),
-               default=0)
+    complete = run_dir.glob("train/checkpoint-*/trainer_state.json")
+    return max((int(path.parent.name.removeprefix("checkpoint-")) for path in complete), default=0)
 
 
 def test_killed_jobs_are_recorded_failed_a_requeue_resumes_and_a_rerun_completes(tmp_path, tiny_cache):
@@ -146,21 +159,13 @@ def test_killed_jobs_are_recorded_failed_a_requeue_resumes_and_a_rerun_completes
 
     wait_until(lambda: all([freeze_when_training(1), freeze_when_training(2)]), 600, "seeds 1 and 2 to train")
     cancelled, killed = frozen[1], frozen[2]
-    # Cancel one: SLURM signals its processes, which run again once the SIGTERM waits for them.
-    cancelled_tree = process_tree(cancelled["pid"])
-    subprocess.run(["scancel", cancelled["job_id"]], check=True)
-    wait_until(lambda: term_pending_or_gone(cancelled["pid"]), 120, "the cancel's SIGTERM", interval=0.2)
-    for pid in cancelled_tree:
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
+    signal_stopped_job(cancelled["pid"], cancelled["job_id"], [], signal.SIGTERM)  # cancel one
     signal_tree(killed["pid"], signal.SIGKILL)  # SIGKILL the other's processes, as the OOM killer would
 
     # Seed 3 then starts; USR2 is what SLURM sends before the time limit: submitit checkpoints + requeues.
-    wait_until(lambda: training_with_checkpoint(3), 600, "seed 3 to train")
-    preempted = status(runs()[3])["job_id"]
-    subprocess.run(["scancel", "--signal=USR2", preempted], check=True)
+    wait_until(lambda: freeze_when_training(3), 600, "seed 3 to train")
+    preempted = frozen[3]["job_id"]
+    signal_stopped_job(frozen[3]["pid"], preempted, ["--signal=USR2"], signal.SIGUSR2)
     wait_until(lambda: job_state(preempted) == "PENDING", 120, "the requeue", interval=0.5)
     # A requeued job waits ~2 minutes before it may start again; let it start now, but only once the
     # ended incarnation is gone and cleaned up: started at once, the new incarnation (same job id) was
