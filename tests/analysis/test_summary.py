@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from opsd_sweep.analysis.config_stats import cost_optimal_k, phase_costs
+from opsd_sweep.analysis.report import samples_cost_statement
 from opsd_sweep.config import AnchorConfig
 from opsd_sweep.summary import main
 from tests.analysis.rundirs import base_run, draw_correct, write_run
@@ -372,3 +375,35 @@ def test_winners_curse_counts_the_configs_ranked_not_those_tested(tmp_path):
     main([str(tmp_path / "lr"), "--out", str(tmp_path / "out"), "--no-plots"])
     report = (tmp_path / "out" / "summary.md").read_text()
     assert "was picked from 3 configs" in report
+
+
+def test_more_samples_per_problem_are_priced_against_seeds_at_the_runs_own_gpu_hours(sweep, tmp_path):
+    main([str(sweep), "--out", str(tmp_path), "--baseline", "cfg.learning_rate=5e-06"])
+    report = (tmp_path / "summary.md").read_text()
+    seeds = int(re.search(r"needs \*\*(\d+) seeds per config\*\*", report).group(1))
+    larger = int(re.search(r"K = 64 samples per problem would bring the SD to \S+ and the seeds needed to (\d+)",
+                           report).group(1))
+    # the fixture's runs: 4 GPU-hours of training, 1 of evaluation at K = 12
+    priced = re.search(r"cost ([\d.]+) GPU-hours per config at K = 12 and ([\d.]+) at K = 64, (cheaper|dearer)", report)
+    assert priced, report
+    assert float(priced.group(1)) == pytest.approx(seeds * 5.0, abs=0.05)
+    assert float(priced.group(2)) == pytest.approx(larger * (4.0 + 64 / 12), abs=0.05)
+    assert priced.group(3) == ("cheaper" if float(priced.group(2)) < float(priced.group(1)) else "dearer")
+    assert re.search(r"most precision per GPU-hour comes at K ≈ \d+ samples per problem", report)
+    assert "much cheaper" not in report  # the old unmeasured claim
+
+
+def test_the_cost_optimal_k_minimizes_variance_times_cost_and_needs_gpu_hours_per_phase():
+    eval_var, k, train_var, train_h, eval_h = 5.0, 12, 8.0, 4.0, 1.0
+    optimum = cost_optimal_k(eval_var, k, train_var, train_h, eval_h)
+    # a config mean's variance at a fixed budget is (train_var + eval_var k / K) (train_h + eval_h K / k) / budget
+    grid = np.arange(1, 400)
+    product = (train_var + eval_var * k / grid) * (train_h + eval_h * grid / k)
+    assert abs(grid[product.argmin()] - optimum) < 1
+    assert cost_optimal_k(eval_var, k, 0.0, train_h, eval_h) is None  # all noise is eval sampling
+
+    runs = pd.DataFrame({"gpu_hours.train": [4.0, 0.0, 2.0], "gpu_hours.evaluate": [1.0, 0.5, 3.0]})
+    assert phase_costs(runs) == (3.0, 2.0)  # an untrained base model's run does not count
+    assert phase_costs(runs.drop(columns="gpu_hours.train")) is None  # CPU or simulated runs
+    assert phase_costs(runs.assign(**{"cfg.eval.checkpoints": "all"})) is None  # eval hours of more than K
+    assert "record no GPU-hours per phase" in samples_cost_statement({"k": 12}, 64)

@@ -10,7 +10,6 @@ import pytest
 
 from tests.benchmarks.conftest import load_benchmark
 
-
 bench = load_benchmark("bench_vllm_tp_dp")
 
 

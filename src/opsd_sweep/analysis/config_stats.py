@@ -233,6 +233,29 @@ def larger_k_sd(sd: float, eval_sd: float, k: float, larger_k: int) -> float:
     return math.sqrt(train_var + eval_sd**2 * k / larger_k)
 
 
+def phase_costs(usable: pd.DataFrame) -> tuple[float, float] | None:
+    """Mean GPU-hours of a run's training and of its evaluation, over the trained runs that record both
+    (None without them: CPU or simulated runs, or evaluations of more than the final checkpoint, whose
+    eval hours are not those of the scored K samples)."""
+    needed = {"gpu_hours.train", "gpu_hours.evaluate"}
+    if not needed <= set(usable.columns):
+        return None
+    if "cfg.eval.checkpoints" in usable and (usable["cfg.eval.checkpoints"].fillna("final") != "final").any():
+        return None
+    both = usable[(usable["gpu_hours.train"] > 0) & (usable["gpu_hours.evaluate"] > 0)]
+    return (float(both["gpu_hours.train"].mean()), float(both["gpu_hours.evaluate"].mean())) if len(both) else None
+
+
+def cost_optimal_k(eval_var: float, k: int, train_var: float, train_h: float, eval_h: float) -> float | None:
+    """Samples per problem that make a config's mean most precise per GPU-hour, or None when no training-seed
+    variance is left (then more samples beat more seeds). Two-stage sampling's optimum (Cochran, Sampling
+    Techniques, 10.6): sqrt(c_run / c_sample x var_sample / var_run), with the per-sample variance
+    eval_var x k and eval hours taken as proportional to samples; no statistics library offers it."""
+    if train_var <= 0:
+        return None
+    return math.sqrt(train_h / (eval_h / k) * (eval_var * k) / train_var)
+
+
 def power_columns(table: pd.DataFrame, s: SummarySettings, reference: str, baseline: str | None,
                   anchor: Anchor | None, psd: tuple[float, bool, str] | None, family: int) -> pd.DataFrame:
     """Per config, on the power SD: the MDE at its n vs its reference's current runs, and the seeds per
@@ -276,6 +299,14 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
         sd_k = larger_k_sd(sd, eval_sd, float(k[0]), s.larger_k)
         advice |= {"k": int(k[0]), "eval_sd": eval_sd, "sd_larger_k": sd_k,
                    "seeds_larger_k": stats.seeds_needed(s.target_effect, sd_k, s.alpha, s.power, plan, known=known)}
+        if (costs := phase_costs(usable)) is not None:
+            train_h, eval_h = costs
+            scale = s.larger_k / advice["k"]
+            advice |= {"train_gpu_h": train_h, "eval_gpu_h": eval_h,
+                       "k_optimal": cost_optimal_k(eval_sd**2, advice["k"], sd**2 - eval_sd**2, train_h, eval_h)}
+            if advice["seeds"] and advice["seeds_larger_k"]:
+                advice |= {"gpu_h_seeds": advice["seeds"] * (train_h + eval_h),
+                           "gpu_h_seeds_larger_k": advice["seeds_larger_k"] * (train_h + eval_h * scale)}
     return advice
 
 

@@ -173,12 +173,32 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
         out.append(f"Eval sampling makes {share:.0%} of the run-to-run variance (eval SD {p['eval_sd']:.2f} at "
                    f"K = {p['k']}). Evaluating with K = {s.larger_k} samples per problem would bring the SD to "
                    f"{p['sd_larger_k']:.2f} and the seeds needed to {_seeds(larger) if larger else 'more than 10000'}"
-                   f"{saving}; eval samples are much cheaper than training runs.")
+                   f"{saving}. {samples_cost_statement(p, s.larger_k)}")
     out.append(f"The MDE column is the smallest true difference each config's current n detects with {s.power:.0%} "
                f"power at α = {s.alpha} against the reference's current runs; the seeds-needed column is the figure "
                "above. Both use the same SD as this advice, not each config's own (with few runs that one is "
                "itself too uncertain to plan with).")
     return out
+
+
+def samples_cost_statement(p: dict, larger_k: int) -> str:
+    """Whether more samples per problem or more seeds is cheaper, at the runs' own GPU-hours per phase."""
+    if "train_gpu_h" not in p:
+        return ("Whether that is cheaper than seeds depends on what K samples cost against a training run: "
+                "these runs record no GPU-hours per phase (CPU or simulated runs, or more than the final checkpoint "
+                "evaluated).")
+    k, train_h, eval_h = p["k"], p["train_gpu_h"], p["eval_gpu_h"]
+    out = (f"A run here costs {train_h:.2f} GPU-hours of training and {eval_h:.2f} of evaluation at K = {k} (eval "
+           "hours taken as proportional to samples)")
+    if "gpu_h_seeds" in p:
+        cheaper = "cheaper" if p["gpu_h_seeds_larger_k"] < p["gpu_h_seeds"] else "dearer"
+        out += (f": the seeds needed cost {p['gpu_h_seeds']:.1f} GPU-hours per config at K = {k} and "
+                f"{p['gpu_h_seeds_larger_k']:.1f} at K = {larger_k}, {cheaper}")
+    if p["k_optimal"] is None:
+        return out + ". No training-seed variance is left beyond eval sampling: more samples per problem buy more " \
+                     "precision per GPU-hour than more seeds."
+    return out + (f". At this split of the noise the most precision per GPU-hour comes at K ≈ {p['k_optimal']:.0f} "
+                  "samples per problem (two-stage sampling's optimal allocation).")
 
 
 POOL_KIND_WORDS = {"external": "external", "simulated": "simulated", "base_model": "untrained base-model",
