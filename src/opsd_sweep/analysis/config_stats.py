@@ -224,13 +224,13 @@ def power_reference(s: SummarySettings, reference: str, anchor: Anchor | None, r
     return stats.PowerReference(var_of_mean=anchor.sd**2 / anchor.n, df=anchor.n - 1)
 
 
-def larger_k_sd(sd: float, eval_sd: float, k: float, larger_k: int) -> float:
-    """Run-to-run SD if each run were evaluated with larger_k samples per problem instead of k.
+def sd_at_k(sd: float, eval_sd: float, k: float, other_k: float) -> float:
+    """Run-to-run SD if each run were evaluated with other_k samples per problem instead of k.
 
     Eval-sampling variance scales as 1/K; the training-seed part stays.
     """
     train_var = max(0.0, sd**2 - eval_sd**2)
-    return math.sqrt(train_var + eval_sd**2 * k / larger_k)
+    return math.sqrt(train_var + eval_sd**2 * k / other_k)
 
 
 def phase_costs(usable: pd.DataFrame) -> tuple[float, float] | None:
@@ -289,6 +289,7 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
     sd, known, source = psd
     plan = power_reference(s, reference, anchor, None)
     advice = {"sd": sd, "sd_source": source, "known": known, "reference": reference, "family": family,
+              "target_effect": s.target_effect, "power": s.power, "larger_k": s.larger_k,
               "seeds": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, plan, known=known),
               "seeds_bonferroni": stats.seeds_needed(s.target_effect, sd, s.alpha / family, s.power, plan,
                                                      known=known)}
@@ -296,7 +297,7 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
     k = usable["n_samples"].dropna().unique() if "n_samples" in usable else []
     if s.metric in PER_PROBLEM_METRICS and len(eval_var) and len(k) == 1 and k[0] >= 2 and s.larger_k > k[0]:
         eval_sd = math.sqrt(min(eval_var.mean(), sd**2))
-        sd_k = larger_k_sd(sd, eval_sd, float(k[0]), s.larger_k)
+        sd_k = sd_at_k(sd, eval_sd, float(k[0]), s.larger_k)
         advice |= {"k": int(k[0]), "eval_sd": eval_sd, "sd_larger_k": sd_k,
                    "seeds_larger_k": stats.seeds_needed(s.target_effect, sd_k, s.alpha, s.power, plan, known=known)}
         if (costs := phase_costs(usable)) is not None:
@@ -307,7 +308,25 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
             if advice["seeds"] and advice["seeds_larger_k"]:
                 advice |= {"gpu_h_seeds": advice["seeds"] * (train_h + eval_h),
                            "gpu_h_seeds_larger_k": advice["seeds_larger_k"] * (train_h + eval_h * scale)}
+            advice["cost_by_k"] = decision_cost_by_k(s, sd, eval_sd, advice, plan, known)
     return advice
+
+
+def decision_cost_by_k(s: SummarySettings, sd: float, eval_sd: float, advice: dict, plan: stats.PowerReference,
+                       known: bool) -> list[dict]:
+    """GPU-hours per config of the seeds needed for target_effect, were runs evaluated with K samples per
+    problem, for K from 1 to twice larger_k (and the runs' K, larger_k, the cost-optimal K); seeds None
+    where more than the power search's limit."""
+    k, train_h, eval_h = advice["k"], advice["train_gpu_h"], advice["eval_gpu_h"]
+    grid = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, k, s.larger_k}
+    if advice["k_optimal"] is not None:
+        grid.add(max(1, round(advice["k_optimal"])))
+    rows = []
+    for other in sorted(x for x in grid if x <= 2 * max(s.larger_k, k)):
+        seeds = stats.seeds_needed(s.target_effect, sd_at_k(sd, eval_sd, k, other), s.alpha, s.power, plan,
+                                   known=known)
+        rows.append({"k": other, "seeds": seeds, "gpu_h": seeds * (train_h + eval_h * other / k) if seeds else None})
+    return rows
 
 
 # --- the table -----------------------------------------------------------------------------------

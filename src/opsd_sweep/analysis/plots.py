@@ -213,6 +213,39 @@ def plot_variance(analysis: Analysis, display: str, level: float, path: Path) ->
     return True
 
 
+def plot_decision_cost(analysis: Analysis, display: str, path: Path) -> bool:
+    """GPU-hours per config that the seeds needed for the target effect cost, by samples per problem K,
+    with the runs' K, larger_k and the cost-optimal K marked. False without per-phase GPU-hours."""
+    p = analysis.power
+    rows = [r for r in p.get("cost_by_k", []) if r["gpu_h"] is not None]
+    if not rows:
+        return False
+    fig, ax = plt.subplots(layout="constrained", figsize=(8, 4.5))
+    ks, hours = [r["k"] for r in rows], [r["gpu_h"] for r in rows]
+    ax.plot(ks, hours, "o-", color="#2166ac", ms=4, label="seeds needed x (training + K samples' evaluation)")
+    marks = {p["k"]: ("the runs' K", "black"), p["larger_k"]: ("larger_k", "#777777")}
+    for k, (name, color) in marks.items():
+        if k in ks:
+            ax.scatter([k], [hours[ks.index(k)]], s=90, facecolors="none", edgecolors=color, lw=1.8, zorder=4,
+                       label=f"{name}: K = {k}, {hours[ks.index(k)]:.1f} GPU-h")
+    if p.get("k_optimal") is not None:
+        ax.axvline(p["k_optimal"], color="#b2182b", ls="--", lw=1,
+                   label=f"K ≈ {p['k_optimal']:.0f}: most precision per GPU-hour (two-stage optimum)")
+    ax.set_xscale("log", base=2)
+    ticks = [2**i for i in range(int(math.log2(max(ks))) + 1)]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("samples per problem K (log scale)")
+    ax.set_ylabel("GPU-hours per config")
+    ax.set_title(f"Cost of detecting +{p['target_effect']:g} points of {display} with {p['power']:.0%} power, by K\n"
+                 f"(pooled SD {p['sd']:.2f} split: eval SD {p['eval_sd']:.2f} at K = {p['k']}, shrinking as 1/√K; "
+                 f"a run: {p['train_gpu_h']:.2f} GPU-h training + {p['eval_gpu_h']:.2f} eval, eval taken ∝ K)"
+                 + _suffix(analysis.table["simulated"].any()), fontsize=9)
+    ax.legend(fontsize=8, frameon=False)
+    _save(fig, path)
+    return True
+
+
 def write_plots(analysis: Analysis, metric: str, display: str, level: float, out: Path) -> list[Path]:
     """All figures under out/plots/; returns the files written."""
     folder = out / "plots"
@@ -228,6 +261,8 @@ def write_plots(analysis: Analysis, metric: str, display: str, level: float, out
         written.append(folder / "score_vs_kl_true.png")
     if plot_variance(analysis, display, level, folder / "variance_decomposition.png"):
         written.append(folder / "variance_decomposition.png")
+    if plot_decision_cost(analysis, display, folder / "decision_cost_by_k.png"):
+        written.append(folder / "decision_cost_by_k.png")
     return written
 
 
