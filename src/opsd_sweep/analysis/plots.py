@@ -228,9 +228,12 @@ def plot_decision_cost(analysis: Analysis, display: str, path: Path) -> bool:
         if k in ks:
             ax.scatter([k], [hours[ks.index(k)]], s=90, facecolors="none", edgecolors=color, lw=1.8, zorder=4,
                        label=f"{name}: K = {k}, {hours[ks.index(k)]:.1f} GPU-h")
-    if p.get("k_optimal") is not None:
-        ax.axvline(p["k_optimal"], color="#b2182b", ls="--", lw=1,
-                   label=f"K ≈ {p['k_optimal']:.0f}: most precision per GPU-hour (two-stage optimum)")
+    optimum = p.get("k_optimal")
+    if optimum is not None and min(ks) <= optimum <= max(ks):
+        ax.axvline(optimum, color="#b2182b", ls="--", lw=1,
+                   label=f"K ≈ {optimum:.0f}: most precision per GPU-hour (two-stage optimum)")
+    elif optimum is not None:  # said, not drawn: a line far outside would stretch the axis
+        ax.plot([], [], " ", label=f"most precision per GPU-hour at K ≈ {optimum:.0f}, outside this range")
     ax.set_xscale("log", base=2)
     ticks = [2**i for i in range(int(math.log2(max(ks))) + 1)]
     ax.set_xticks(ticks, [str(t) for t in ticks])
