@@ -1,16 +1,17 @@
-"""What one engine serving several evaluations at once could buy, projected from a measured eval trace (issue 23).
+"""What one engine serving several evaluations at once could buy, projected from an eval trace (issue 23).
 
     python3 benchmarks/eval_step_model.py benchmarks/measured/aime_sized_eval_2026-12-03_auto_without_adapter.json
 
-An AIME24-sized eval decodes as many engine steps as its longest sample has tokens, and 40% of its time goes
-to steps with 16 or fewer sequences. Several checkpoints' (or cycles') evals in one engine would decode their
-tails side by side. Whether that pays depends on what an engine step costs: a part paid once a step (weights,
-launches) is shared; the KV cache each sequence reads is not. This replays the traced eval's schedule
-(bench_vllm_tp_dp.decode_schedule: all requests submitted at once, admitted in order up to max_num_seqs, one
-token a step each, as the trace's step counts confirm), fits step seconds = a + b x (KV tokens read that step) to the trace's per-band seconds
-by least squares, and projects 1..N copies of the eval (copy c drawn with --length-seed + c, as
-bench_shared_tail.py draws them) in one engine. A PROJECTION: the replay has no preemption, so a projection
-whose peak KV exceeds the engine's KV cache is optimistic (the peak is printed in GB beside it).
+An AIME24-sized eval decodes as many engine steps as its longest sample has tokens, and 40% of its time
+goes to steps with 16 or fewer sequences. Several checkpoints' (or cycles') evals in one engine would decode
+their tails side by side. Whether that pays depends on what an engine step costs: a part paid once a step
+(weights, launches) is shared; the KV cache each sequence reads is not. This replays the traced eval's
+schedule (bench_vllm_tp_dp.decode_schedule: all requests submitted at once, admitted in order up to
+max_num_seqs, one token a step each, as the trace's step counts confirm), fits step seconds = a + b x (KV
+tokens read that step) to the trace's per-band seconds by least squares, and projects 1..N copies of the
+eval (copy c drawn with --length-seed + c, as bench_shared_tail.py draws them) in one engine. A PROJECTION:
+the replay has no preemption, so a projection whose peak KV exceeds the engine's KV cache is optimistic
+(the peak is printed in GB beside it).
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def fit_step_cost(record: dict, steps: np.ndarray) -> tuple[float, float, list[d
     return float(a), float(b), bands
 
 
-def engine_seconds(a: float, b: float, lengths: list[int], max_num_seqs: int, prompt_tokens: int) -> tuple[float, np.ndarray]:
+def engine_seconds(a: float, b: float, lengths: list[int], max_num_seqs: int,
+                   prompt_tokens: int) -> tuple[float, np.ndarray]:
+    """The fitted seconds of one engine serving `lengths`, and its replayed steps."""
     steps = replay(lengths, max_num_seqs, prompt_tokens)
     return a * len(steps) + b * steps[:, 1].sum() / 1e6, steps
 
@@ -103,7 +106,8 @@ def main() -> None:
           f"(= {KV_BYTES_PER_TOKEN / (b / 1e6) / 1e12:.2f} TB/s over the KV cache)")
     for band in bands:
         print(f"  {band['sequences']:>7} sequences: steps traced {band['traced_steps']:>6} replayed "
-              f"{band['replayed_steps']:>6}; seconds traced {band['traced_s']:6.1f} fitted {band['fitted_s']:6.1f}")
+              f"{band['replayed_steps']:>6}; seconds traced {band['traced_s']:6.1f} "
+              f"fitted {band['fitted_s']:6.1f}")
     projections = [project(a, b, copies, requests, args.length_seed, size, args.prompt_tokens)
                    for size in args.max_num_seqs or [max_num_seqs] for copies in args.copies]
     print("PROJECTION, one engine, every copy's requests submitted at once, no preemption, against the same "

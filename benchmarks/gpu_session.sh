@@ -24,16 +24,21 @@ step() {  # name, command...: run one measurement, log its exit status, go on to
     "$@" > "$OUT/$name.log" 2>&1
     echo "$(date -u +%H:%M:%S) $name exit $?" >> "$OUT/progress.log"
 }
-run_step() {
-    case $1 in
+steps=("${@:2}")
+[ ${#steps[@]} -gt 0 ] || steps=(gpu_check shared_tail eval_default)
+for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time is spent
+    case $name in
+        gpu_check|shared_tail|eval_default) ;;
+        *) echo "gpu_session: no step $name (gpu_check, shared_tail, eval_default)"; exit 2 ;;
+    esac
+done
+for name in "${steps[@]}"; do
+    case $name in
         gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
         shared_tail) step shared_tail python3 benchmarks/bench_shared_tail.py --work /tmp/be --out "$OUT/shared_tail" \
                          --checkpoints 2 ;;
         eval_default) step eval_default python3 benchmarks/bench_cycle.py --work /tmp/be --out "$OUT/eval_default" \
                           --eval-only ;;
-        *) echo "gpu_session: no step $1 (gpu_check, shared_tail, eval_default)"; exit 2 ;;
     esac
-}
-for name in "${@:2}"; do run_step "$name"; done
-[ $# -gt 1 ] || for name in gpu_check shared_tail eval_default; do run_step "$name"; done
+done
 echo "$(date -u +%H:%M:%S) done" >> "$OUT/progress.log"
