@@ -8,8 +8,8 @@ descriptive) and kl_vs_score.csv (run_id, label, seed, kl_true over the last 10%
 
 from __future__ import annotations
 
-from opsd_sweep.analysis import scripts
-from opsd_sweep.analysis.plots import KL_COLUMN, plot_kl
+from opsd_sweep.summarize import scripts
+from opsd_sweep.summarize.plots import KL_COLUMN, plot_kl
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from scipy import stats as sps
 
-from opsd_sweep.analysis import scripts
-from opsd_sweep.analysis.config_stats import configs_of
+from opsd_sweep.summarize import scripts
+from opsd_sweep.summarize.config_stats import configs_of
 from opsd_sweep.selector import SelectorError, select_config
 
 

@@ -14,8 +14,8 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from opsd_sweep.analysis import scripts
-from opsd_sweep.analysis.collect import TAIL_FRACTION
+from opsd_sweep.summarize import scripts
+from opsd_sweep.summarize.collect import TAIL_FRACTION
 
 
 def drift(table: pd.DataFrame) -> pd.DataFrame:

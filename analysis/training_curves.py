@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from opsd_sweep.analysis import scripts
+from opsd_sweep.summarize import scripts
 
 
 def main(argv: list[str] | None = None) -> None:

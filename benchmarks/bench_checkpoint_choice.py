@@ -1,6 +1,6 @@
 """Is the best checkpoint's score honest? Bias and 95% coverage of two ways to pick and score it (CPU).
 
-Noise model (opsd_sweep.analysis.calibration.CheckpointModel): one config, 3 runs x 10 checkpoints with
+Noise model (opsd_sweep.summarize.calibration.CheckpointModel): one config, 3 runs x 10 checkpoints with
 the same true score at every step, 30 problems x 16 samples, training-seed SD 2 points per run, and run x
 step training noise of 0 / 1.1 / 2.8 points. Any score above the truth is selection bias.
 
@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from opsd_sweep.analysis.calibration import CheckpointModel
-from opsd_sweep.analysis.checkpoints import cross_run_choice, crossover_interval
+from opsd_sweep.summarize.calibration import CheckpointModel
+from opsd_sweep.summarize.checkpoints import cross_run_choice, crossover_interval
 from opsd_sweep.inference import stats
 
 STEP_SDS = (0.0, 1.1, 2.8)

@@ -1,7 +1,7 @@
 """The checkpoint race (eval.checkpoints=race) against evaluating every checkpoint fully (=all): samples,
 accuracy of the chosen step, and the honest score (CPU, simulation).
 
-Noise model: opsd_sweep.analysis.calibration.CheckpointModel, as benchmarks/bench_checkpoint_choice.py,
+Noise model: opsd_sweep.summarize.calibration.CheckpointModel, as benchmarks/bench_checkpoint_choice.py,
 with a true score curve over the steps (PROFILES: "gentle" rises 5 points to a peak at step 7 and falls
 off by 3.5; "collapse" peaks at step 6 and then falls 8 / 17 / 27 points, as OPSD runs that collapse do;
 below 0 a few problems clip, which lowers only those never-chosen steps' truth), 3 runs x
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opsd_sweep.analysis.calibration import CheckpointModel
-from opsd_sweep.analysis.checkpoints import cross_run_choice, crossover_interval
+from opsd_sweep.summarize.calibration import CheckpointModel
+from opsd_sweep.summarize.checkpoints import cross_run_choice, crossover_interval
 from opsd_sweep.evaluate.race_rule import race, schedule
 
 PROFILES = {"gentle": (-5.0, -3.5, -2.0, -1.0, 0.0, 1.0, 2.0, 1.0, 0.0, -1.5),  # points per step

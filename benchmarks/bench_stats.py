@@ -1,6 +1,6 @@
 """What the summary's statistics promise, checked on hundreds of simulated sweeps (CPU).
 
-Noise model (opsd_sweep.analysis.calibration): 30 problems x 12 samples, problem difficulty SD 1.5
+Noise model (opsd_sweep.summarize.calibration): 30 problems x 12 samples, problem difficulty SD 1.5
 logits, training-seed SD 0.1 logits (run-to-run SD ~3 points, eval-sampling SD ~2.3), fixed problems.
 Every sweep goes through the summary's own table (config_stats.analyse, defaults of conf/summary.yaml,
 in-sweep baseline c0, target effect +3, no anchor). Grid SIX: baseline, one +3 config, two equal, two
@@ -28,9 +28,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from opsd_sweep.analysis.calibration import Benchmark, NoiseModel, benchmark, run_scores
-from opsd_sweep.analysis.config_stats import analyse
-from opsd_sweep.analysis.settings import load_settings
+from opsd_sweep.summarize.calibration import Benchmark, NoiseModel, benchmark, run_scores
+from opsd_sweep.summarize.config_stats import analyse
+from opsd_sweep.summarize.settings import load_settings
 from opsd_sweep.inference import stats
 
 MODEL = NoiseModel(n_problems=30, n_samples=12, difficulty_sd=1.5, seed_sd=0.1, interaction_sd=0.0)

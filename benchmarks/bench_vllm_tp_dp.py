@@ -242,7 +242,7 @@ def run_ours(args, model_dir: Path, problem_ids: list[str], prompts: list[list[i
     """Our evaluator's engines: one vLLM engine per GPU, CUDA graphs, shards pulled from one queue."""
     from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
     from opsd_sweep.evaluate.shards import ShardStore, fingerprint
-    from opsd_sweep.identity import evaluator_identity
+    from opsd_sweep.run.identity import evaluator_identity
 
     spec = EngineSpec(backend="vllm", model_path=str(model_dir), tokenizer_path=str(model_dir),
                       adapter_path=None, dtype="bfloat16", attn_implementation="sdpa", sampling=SAMPLING,

@@ -1,11 +1,11 @@
-"""The figures tests/analysis/test_calibration.py puts bands on, printed (same seeds, same draws).
+"""The figures tests/summarize/test_calibration.py puts bands on, printed (same seeds, same draws).
 
     PYTHONPATH=. .venv/bin/python benchmarks/calibration_figures.py   # ~15 s
 """
 
 from __future__ import annotations
 
-from tests.analysis import test_calibration as calibration
+from tests.summarize import test_calibration as calibration
 
 
 def main() -> None:

@@ -8,12 +8,13 @@ import json
 import pandas as pd
 import pytest
 
-from opsd_sweep.analysis.checkpoints import checkpoint_score
-from opsd_sweep.config import ConfigError, load_run_config, semantic_dict
+from opsd_sweep.summarize.checkpoints import checkpoint_score
+from opsd_sweep.config import ConfigError, load_run_config
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.evaluate.checkpoint_race import correct_counts
 from opsd_sweep.evaluate.race_rule import race
 from opsd_sweep.evaluate.standalone import load_eval_config
-from opsd_sweep.identity import evaluation_problem
+from opsd_sweep.run.identity import evaluation_problem
 from opsd_sweep.run.keys import run_key
 from opsd_sweep.summary import main as summary_main
 from tests.conftest import compose, swept_group

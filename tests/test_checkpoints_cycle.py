@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from opsd_sweep.config import ConfigError, load_run_config, semantic_dict
+from opsd_sweep.config import ConfigError, load_run_config
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.run.keys import run_key
 from opsd_sweep.summary import main as summary_main
 from tests.conftest import compose, swept_group

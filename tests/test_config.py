@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.config import ConfigError, load_run_config, semantic_dict
+from opsd_sweep.config import ConfigError, load_run_config
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.run.keys import run_key
 from tests.conftest import compose
 

@@ -14,7 +14,8 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.config import load_run_config, semantic_dict
+from opsd_sweep.config import load_run_config
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.summary import main as summary_main
 from tests.conftest import compose, run_sweep
 

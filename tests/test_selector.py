@@ -10,7 +10,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from hydra_plugins.opsd_race_sweeper._core import expand_grid, find_baseline
-from opsd_sweep.analysis.config_stats import select_baseline
+from opsd_sweep.summarize.config_stats import select_baseline
 from opsd_sweep.selector import SelectorError, select_config
 
 SAME_CONFIG = ["learning_rate=5e-6 train.max_steps=20", "learning_rate=5.0e-06 max_steps=20", "lr=5e-06,max_steps=20.0",

@@ -14,7 +14,7 @@ from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig
 from opsd_sweep.cycle import load_cycle_config, run_cycle
 from opsd_sweep.interrupt import exit_code
-from opsd_sweep.run.added import renamed_key_problem
+from opsd_sweep.config import renamed_key_problem
 from opsd_sweep.tiny import ensure_tiny_assets
 
 

@@ -16,8 +16,6 @@ from typing import Any, Callable, Optional
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from opsd_sweep.backends import BACKENDS
-from opsd_sweep.identity import path_identity
-from opsd_sweep.run.added import ADDED, renamed_key_problem
 
 
 class ConfigError(ValueError):
@@ -251,18 +249,6 @@ class RunConfig:
     simulate: SimulateConfig = field(default_factory=SimulateConfig)
 
 
-# Fields that say where things are or how the run is launched, not what is computed: they never
-# enter the run key, so moving a results folder or switching launcher never repeats a finished run.
-# model.path, data.path and eval.path do enter it, as the identity of what they name (identity.py).
-NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "anchor")
-NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "shard_size", "engines", "tensor_parallel_size",
-                                   "gpu_memory_utilization", "max_model_len", "merge_lora", "hf_cache",
-                                   "grade_workers", "average_last"),
-                          "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
-                          "train": ("compile", "fp32_matmul", "strategy", "report_to", "wandb_project", "stop_on_collapse",
-                                    "collapse", "profile_step"),
-                          "tiny": ("dir",)}
-
 KV_CACHE_DTYPES = ("auto", "fp8")  # eval. / rollout.kv_cache_dtype: vLLM's kv_cache_dtype ("fp8" = e4m3)
 FP32_MATMUL = ("tf32", "ieee")  # opsd_sweep.train.precision
 TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
@@ -283,6 +269,32 @@ CHOICES = {
     "rollout.kv_cache_dtype": KV_CACHE_DTYPES,
     "executor": ("real", "simulate"),
 }
+
+
+# --- sections renamed since runs existed (run/added.py upgrades saved configs with this table) ---
+
+@dataclass(frozen=True)
+class Renamed:
+    new: str  # the section's name today
+    what: str  # what it holds, for the error that names the new place
+
+
+RENAMED = {
+    # "baseline" now means the in-sweep baseline only (summary --baseline, hydra.sweeper.baseline)
+    "baseline": Renamed("anchor", "the published anchor (config group conf/anchor/)"),
+}
+
+
+def renamed_key_problem(written: str) -> str | None:
+    """The fix for a config key or an override (`key=value`) under a section's old name, None when the name
+    is current: 'baseline.mean=40' -> write 'anchor.mean=40'."""
+    head = written.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
+    if head not in RENAMED:
+        return None
+    new = RENAMED[head].new
+    return (f"'{written}': {RENAMED[head].what} is now called '{new}', not '{head}'; write "
+            f"'{written.replace(head, new, 1)}' ('{new}:' in your own config)")
+
 
 
 def load_run_config(cfg: DictConfig | dict,
@@ -486,39 +498,3 @@ def to_dict(run: RunConfig) -> dict:
 def from_dict(data: dict) -> RunConfig:
     """Rebuild a RunConfig from a saved config.yaml (already validated when it was written)."""
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RunConfig), data))
-
-
-def semantic_dict(run: RunConfig) -> dict:
-    """The part of the config that decides what a run computes: the input of the run key."""
-    data = to_dict(run)
-    for key in NON_SEMANTIC_FIELDS:
-        data.pop(key, None)
-    if data.get("executor") != "simulate":
-        data.pop("simulate", None)  # the noise model only decides what simulated runs compute
-    for section, keys in NON_SEMANTIC_SUBFIELDS.items():
-        if data.get(section) is not None:
-            for key in keys:
-                data[section].pop(key, None)
-    # knobs added after runs existed, at the value those runs had: out of the key, so they keep their dirs
-    omitted = [dotted.split(".") for dotted, added in ADDED.items()
-               if added.omitted_when is not None and added.omitted_when(data[dotted.split(".")[0]])]
-    for section, key in omitted:
-        data[section].pop(key)
-    identities = input_identities(run)
-    for section in ("model", "data", "eval"):
-        data[section]["path"] = identities[section]
-    for name, benchmark in (data["eval"].get("suite") or {}).items():
-        benchmark["path"] = identities[f"eval.suite.{name}"]
-    return data
-
-
-def input_paths(run: RunConfig) -> dict[str, str]:
-    """Every input a run reads, by name: model, data, eval, and each table of an eval suite."""
-    paths = {"model": run.model.path, "data": run.data.path, "eval": run.eval.path}
-    return paths | {f"eval.suite.{name}": b.path for name, b in (run.eval.suite or {}).items()}
-
-
-def input_identities(run: RunConfig) -> dict[str, str]:
-    """The identity of each input (identity.path_identity): what enters the run key and a run dir's record."""
-    tiny_dir = run.tiny.dir if run.tiny is not None else None
-    return {name: path_identity(path, is_local_path(path), tiny_dir) for name, path in input_paths(run).items()}

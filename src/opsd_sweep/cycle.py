@@ -26,8 +26,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import ACCELERATE_DIR, backends, collapse
-from opsd_sweep.config import RunConfig, input_identities, load_run_config, to_dict
-from opsd_sweep.identity import evaluation_problem
+from opsd_sweep.config import RunConfig, load_run_config, to_dict
+from opsd_sweep.run.keys import input_identities
+from opsd_sweep.run.identity import evaluation_problem
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.run.claims import (SLURM_LIVE_STATES, Claim, RunClaimedError, claim_run, current_owner,

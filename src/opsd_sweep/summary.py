@@ -13,15 +13,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from opsd_sweep.analysis.checkpoints import write_checkpoint_report
-from opsd_sweep.analysis.collapses import console_line
-from opsd_sweep.analysis.collect import collect, left_out_line
-from opsd_sweep.analysis.config_stats import analyse
-from opsd_sweep.analysis.plots import write_plots, write_race_plots
-from opsd_sweep.analysis.races import (declared_baseline_labels, find_race_logs, outcome_line, read_race,
+from opsd_sweep.summarize.checkpoints import write_checkpoint_report
+from opsd_sweep.summarize.collapses import console_line
+from opsd_sweep.summarize.collect import collect, left_out_line
+from opsd_sweep.summarize.config_stats import analyse
+from opsd_sweep.summarize.plots import write_plots, write_race_plots
+from opsd_sweep.summarize.races import (declared_baseline_labels, find_race_logs, outcome_line, read_race,
                                        simulated_run_dirs)
-from opsd_sweep.analysis.report import metric_display, print_table, write_markdown
-from opsd_sweep.analysis.settings import AUTO, POOL_OPT_INS, SummarySettings, load_anchor, load_settings
+from opsd_sweep.summarize.report import metric_display, print_table, write_markdown
+from opsd_sweep.summarize.settings import AUTO, POOL_OPT_INS, SummarySettings, load_anchor, load_settings
 from opsd_sweep.console import table_console
 
 

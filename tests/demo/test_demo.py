@@ -16,7 +16,7 @@ from opsd_sweep.config import RunConfig, load_run_config
 from opsd_sweep.evaluate.evaluator import evaluate
 from opsd_sweep.summary import main as summary_main
 from opsd_sweep.tiny import ensure_tiny_assets
-from tests.analysis.test_scripts import check_all_scripts
+from tests.summarize.test_scripts import check_all_scripts
 from tests.conftest import REPO, compose
 
 

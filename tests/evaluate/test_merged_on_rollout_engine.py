@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from opsd_sweep.evaluate import evaluator
 from opsd_sweep.evaluate.generate import HFEngine
-from opsd_sweep.identity import ON_ROLLOUT_ENGINE, ON_ROLLOUT_ENGINE_MERGED, evaluation_problem
+from opsd_sweep.run.identity import ON_ROLLOUT_ENGINE, ON_ROLLOUT_ENGINE_MERGED, evaluation_problem
 from opsd_sweep.train.rollout_vllm import projection_weights
 from tests.evaluate.conftest import eval_run
 from tests.reliability.test_standalone_guarantees import write_adapter

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from opsd_sweep.evaluate.evaluator import evaluate
-from opsd_sweep.identity import ON_ROLLOUT_ENGINE, evaluation_problem
+from opsd_sweep.run.identity import ON_ROLLOUT_ENGINE, evaluation_problem
 from tests.evaluate.conftest import eval_run
 
 RACE = ("eval.checkpoints=race", "eval.n_samples=3", "eval.checkpoint_race.first_samples=1",

@@ -91,7 +91,7 @@ def test_engine_groups_follow_gpus_and_tensor_parallel_size():
 
 
 def test_an_fp8_kv_cache_evaluator_is_another_plan_and_the_default_keeps_its_fingerprint():
-    from opsd_sweep.identity import evaluator_identity
+    from opsd_sweep.run.identity import evaluator_identity
 
     default = evaluator_identity("vllm", None, False)
     assert default == {"backend": "vllm", "serving": "base model", "version": 1}  # what eval.json files hold today

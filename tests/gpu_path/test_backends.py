@@ -153,7 +153,7 @@ def test_a_merged_weights_eval_runs_on_the_rollout_engine_and_the_old_base_weigh
     """eval.merge_lora=true on a 1-GPU cycle: the rollout engine serves it (with the merged dir's weights loaded,
     tests/evaluate/test_merged_on_rollout_engine.py), sized for the eval like any shared engine. Scores recorded there
     before 2026-12-03, when it served its restored base weights, stay wrong; the LoRARequest there is exact."""
-    from opsd_sweep.identity import (ON_ROLLOUT_ENGINE, ON_ROLLOUT_ENGINE_MERGED, evaluation_problem,
+    from opsd_sweep.run.identity import (ON_ROLLOUT_ENGINE, ON_ROLLOUT_ENGINE_MERGED, evaluation_problem,
                                      evaluator_identity)
     from opsd_sweep.train import engine_plan
 

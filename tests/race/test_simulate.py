@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from opsd_sweep.config import ConfigError, SimulateOffset, load_run_config, semantic_dict
+from opsd_sweep.config import ConfigError, SimulateOffset, load_run_config
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.cycle import locate_run, run_cycle
 from opsd_sweep.evaluate.metrics import compute_metrics
 from opsd_sweep.run.keys import run_key

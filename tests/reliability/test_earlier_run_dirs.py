@@ -11,7 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from opsd_sweep.analysis.collect import collect
+from opsd_sweep.summarize.collect import collect
 from opsd_sweep.run.keys import cycle_key
 from opsd_sweep.run.rundir import RunDir
 from opsd_sweep.run.takeover import saved_run_config

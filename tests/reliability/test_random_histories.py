@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opsd_sweep.analysis.collect import collect
+from opsd_sweep.summarize.collect import collect
 from opsd_sweep.config import load_run_config
 from opsd_sweep.cycle import run_cycle
 from opsd_sweep.run.claims import owner_info

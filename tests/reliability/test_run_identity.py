@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import shutil
 
-from opsd_sweep.config import load_run_config, semantic_dict
+from opsd_sweep.config import load_run_config
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.run.keys import run_key
 from tests.conftest import compose, run_sweep

@@ -53,6 +53,6 @@ def test_an_adapter_rewritten_at_the_same_path_is_evaluated_again(tiny_cache, tm
     second = evaluate_standalone(eval_run(tiny_cache, tmp_path, f"eval.checkpoint={adapter}"))
     assert "is up to date" not in capsys.readouterr().out
     assert second["created_at"] != first["created_at"]
-    from opsd_sweep.identity import content_identity
+    from opsd_sweep.run.identity import content_identity
 
     assert second["checkpoint_identity"] == content_identity(adapter) != first["checkpoint_identity"]

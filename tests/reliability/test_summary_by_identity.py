@@ -3,7 +3,7 @@ after a data file was edited in place are two rows, the differing input named; n
 
 from __future__ import annotations
 
-from opsd_sweep.analysis.collect import collect
+from opsd_sweep.summarize.collect import collect
 from opsd_sweep.config import load_run_config
 from opsd_sweep.cycle import run_cycle
 from tests.conftest import compose

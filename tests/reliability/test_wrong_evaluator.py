@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from opsd_sweep.analysis.collect import collect
-from opsd_sweep.identity import EVALUATOR_VERSIONS, evaluation_problem
+from opsd_sweep.summarize.collect import collect
+from opsd_sweep.run.identity import EVALUATOR_VERSIONS, evaluation_problem
 from tests.conftest import run_sweep
 from tests.orchestration.conftest import TINY, phase_starts, run_dirs
 
@@ -55,7 +55,7 @@ def test_a_recorded_evaluator_version_since_bumped_is_wrong_and_a_rewritten_chec
     checkpoint.mkdir()
     (checkpoint / "adapter_config.json").write_text("{}")
     (checkpoint / "adapter_model.safetensors").write_bytes(b"one")
-    from opsd_sweep.identity import content_identity, evaluator_identity
+    from opsd_sweep.run.identity import content_identity, evaluator_identity
 
     evaluation = {"backend": "vllm", "checkpoint": str(checkpoint), "evaluator": evaluator_identity("vllm", checkpoint, False),
                   "checkpoint_identity": content_identity(checkpoint)}

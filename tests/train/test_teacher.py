@@ -8,7 +8,8 @@ import subprocess
 import pytest
 import torch
 
-from opsd_sweep.config import ConfigError, semantic_dict
+from opsd_sweep.config import ConfigError
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.run.keys import run_key
 from opsd_sweep.train.trainer import OPSDTrainer
 from tests.train.conftest import make_run_dir, train_run

@@ -11,7 +11,8 @@ import shutil
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from opsd_sweep.config import ConfigError, semantic_dict
+from opsd_sweep.config import ConfigError
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.evaluate.evaluator import main as evaluate_run_dir
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.run.keys import run_key

@@ -9,7 +9,7 @@ import sys
 from opsd_sweep.evaluate.evaluator import main as evaluate_run_dir
 from opsd_sweep.evaluate.standalone import main as evaluate_standalone
 from opsd_sweep.interrupt import exit_code
-from opsd_sweep.run.added import renamed_key_problem
+from opsd_sweep.config import renamed_key_problem
 
 if __name__ == "__main__":
     args = sys.argv[1:]

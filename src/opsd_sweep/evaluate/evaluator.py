@@ -30,7 +30,7 @@ from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards, shards_for
-from opsd_sweep.identity import content_identity, engine_label, evaluator_identity, evaluator_problem
+from opsd_sweep.run.identity import content_identity, engine_label, evaluator_identity, evaluator_problem
 from opsd_sweep.modeling import load_tokenizer
 from opsd_sweep.run.rundir import (RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none,
                                    utc_now)

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from opsd_sweep.evaluate.generate import EngineSpec, Job, Sample, Shard
-from opsd_sweep.identity import content_identity
+from opsd_sweep.run.identity import content_identity
 from opsd_sweep.run.rundir import atomic_write_json, read_json
 
 

@@ -8,5 +8,5 @@
     takeover.py  locating a run's dir (read-only) and taking over a dir of an earlier key (in the
                  cycle, under its claim), only when provably the same experiment
 
-A newcomer changing what identifies a run edits keys.py (and config.semantic_dict, its input).
+A newcomer changing what identifies a run edits keys.py (semantic_dict and the NON_SEMANTIC tables).
 """

@@ -2,7 +2,7 @@
 
 Each ADDED entry says the value every run written before the field had (a saved config.yaml of an earlier
 release is read with it: upgrade_saved_config), and when the field stays out of the run key
-(so that finished runs keep their key: config.semantic_dict). Each RENAMED entry moves a saved section to
+(so that finished runs keep their key: semantic_dict). Each RENAMED entry moves a saved section to
 its new name, and names the new place to a user who writes the old one (renamed_key_problem).
 tests/reliability/test_earlier_run_dirs.py loads a config.yaml written by release 8c295b5 and fails when a
 field is added without an entry here.
@@ -17,6 +17,7 @@ from typing import Any, Callable
 from omegaconf import OmegaConf
 
 from opsd_sweep import CONF_DIR
+from opsd_sweep.config import RENAMED
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ ADDED = {
     "eval.max_num_seqs": Added(256),
     "eval.kv_cache_dtype": Added("auto", lambda e: e["kv_cache_dtype"] == "auto"),  # in the key when not auto
     "rollout.kv_cache_dtype": Added("auto", lambda r: r["kv_cache_dtype"] == "auto"),
+    # a merged adapter is served in bf16-rounded weights: its scores are not the exact adapter's, so a run
+    # with eval.merge_lora=true is another experiment; it was outside the key before, and false stays out
+    "eval.merge_lora": Added(False, lambda e: not e["merge_lora"]),
     "train.strategy": Added("ddp"),
     "train.stop_on_collapse": Added(False),
     "train.profile_step": Added(None),
@@ -47,29 +51,6 @@ ADDED = {
     "train.fp32_matmul": Added("ieee"),  # earlier runs did their fp32 (LoRA) matmuls in full fp32
     "train.collapse": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "recipe/paper.yaml").train.collapse)),
 }
-
-
-@dataclass(frozen=True)
-class Renamed:
-    new: str  # the section's name today
-    what: str  # what it holds, for the error that names the new place
-
-
-RENAMED = {
-    # "baseline" now means the in-sweep baseline only (summary --baseline, hydra.sweeper.baseline)
-    "baseline": Renamed("anchor", "the published anchor (config group conf/anchor/)"),
-}
-
-
-def renamed_key_problem(written: str) -> str | None:
-    """The fix for a config key or an override (`key=value`) under a section's old name, None when the name
-    is current: 'baseline.mean=40' -> write 'anchor.mean=40'."""
-    head = written.lstrip("+~").split("=", 1)[0].split(".", 1)[0]
-    if head not in RENAMED:
-        return None
-    new = RENAMED[head].new
-    return (f"'{written}': {RENAMED[head].what} is now called '{new}', not '{head}'; write "
-            f"'{written.replace(head, new, 1)}' ('{new}:' in your own config)")
 
 
 def upgrade_saved_config(saved: dict) -> dict:

@@ -23,7 +23,8 @@ from typing import Callable
 
 from omegaconf import OmegaConf
 
-from opsd_sweep.config import RunConfig, input_paths, to_dict
+from opsd_sweep.config import RunConfig, to_dict
+from opsd_sweep.run.keys import input_paths
 from opsd_sweep.run.claims import Claim, claim_run, current_owner, owner_alive, release_run
 from opsd_sweep.run.rundir import RunDir, atomic_write_text, find_run_dir, read_json_or_none
 

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opsd_sweep.analysis.collect import collect, read_external
+from opsd_sweep.summarize.collect import collect, read_external
 from opsd_sweep.evaluate.metrics import pass_at_k
 from opsd_sweep.inference import stats
-from tests.analysis.rundirs import base_run, draw_correct, write_run
+from tests.summarize.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.linspace(-2.5, 2.5, 10)
 

@@ -12,7 +12,7 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from opsd_sweep.analysis.collect import Collection, collect  # noqa: E402
+from opsd_sweep.summarize.collect import Collection, collect  # noqa: E402
 from opsd_sweep.run.rundir import RunDir
 
 

@@ -18,10 +18,10 @@ import pandas as pd
 import yaml
 from omegaconf.errors import OmegaConfBaseException
 
-from opsd_sweep.analysis.checkpoints import step_of
-from opsd_sweep.analysis.collapses import collapse_columns
-from opsd_sweep.config import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
-from opsd_sweep.identity import evaluation_problem
+from opsd_sweep.summarize.checkpoints import step_of
+from opsd_sweep.summarize.collapses import collapse_columns
+from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
+from opsd_sweep.run.identity import evaluation_problem
 from opsd_sweep.inference.stats import eval_sampling_variance
 from opsd_sweep.run import takeover
 from opsd_sweep.run.keys import EVAL_ONLY, keying

@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from opsd_sweep.analysis.collapses import race_lines, summary_section
-from opsd_sweep.analysis.collect import Collection
-from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
-from opsd_sweep.analysis.races import Race
-from opsd_sweep.analysis.settings import SummarySettings
+from opsd_sweep.summarize.collapses import race_lines, summary_section
+from opsd_sweep.summarize.collect import Collection
+from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
+from opsd_sweep.summarize.races import Race
+from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.sensitivity import MAX_SD
 

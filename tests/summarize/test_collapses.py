@@ -6,11 +6,11 @@ import json
 
 from omegaconf import OmegaConf
 
-from opsd_sweep.analysis.races import read_race
-from opsd_sweep.analysis.report import race_section
+from opsd_sweep.summarize.races import read_race
+from opsd_sweep.summarize.report import race_section
 from opsd_sweep.config import load_run_config, to_dict
 from opsd_sweep.race.log import RaceLog
-from tests.analysis.test_races import HEADER, decision, run
+from tests.summarize.test_races import HEADER, decision, run
 from tests.conftest import compose
 
 
@@ -40,7 +40,7 @@ def test_the_race_report_says_how_many_seeds_of_each_config_collapsed_and_where(
 
 
 def test_a_run_whose_config_names_no_usable_rule_is_not_judged_and_says_why():
-    from opsd_sweep.analysis.collapses import collapse_columns
+    from opsd_sweep.summarize.collapses import collapse_columns
 
     judged = collapse_columns({"train": {"collapse": {"kl_ratio": "high"}}}, [{"step": 1, "kl_true": 1.0}])
     assert judged["collapse_step"] != judged["collapse_step"]  # NaN: not flagged

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from opsd_sweep.analysis.calibration import NoiseModel, benchmark, run_scores
+from opsd_sweep.summarize.calibration import NoiseModel, benchmark, run_scores
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.arms import Arm, compare_arms, run_sd
 

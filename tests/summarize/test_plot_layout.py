@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opsd_sweep.analysis.plots import spread
+from opsd_sweep.summarize.plots import spread
 
 
 def test_close_labels_are_pushed_apart_around_their_marks_and_lone_ones_stay():

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from opsd_sweep.analysis.collect import is_base_model
-from opsd_sweep.analysis.settings import SummarySettings
+from opsd_sweep.summarize.collect import is_base_model
+from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.arms import Anchor, Arm, RunSD, anchor_arm, compare_arms, run_sd
 from opsd_sweep.inference.sensitivity import verdict_holds_to_sd

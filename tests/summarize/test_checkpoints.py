@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opsd_sweep.analysis.calibration import CheckpointModel
-from opsd_sweep.analysis.checkpoints import (checkpoint_score, collect_checkpoints, markdown_section, step_of,
+from opsd_sweep.summarize.calibration import CheckpointModel
+from opsd_sweep.summarize.checkpoints import (checkpoint_score, collect_checkpoints, markdown_section, step_of,
                                              summarise_checkpoints)
 
 

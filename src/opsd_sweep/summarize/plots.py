@@ -13,9 +13,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from opsd_sweep.analysis.collect import TRAINING_KNOBS, is_base_model, short_names  # noqa: E402
-from opsd_sweep.analysis.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note  # noqa: E402
-from opsd_sweep.analysis.races import Race  # noqa: E402
+from opsd_sweep.summarize.collect import TRAINING_KNOBS, is_base_model, short_names  # noqa: E402
+from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note  # noqa: E402
+from opsd_sweep.summarize.races import Race  # noqa: E402
 from opsd_sweep.inference import stats  # noqa: E402
 
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "inconclusive": "#555555", "baseline": "#762a83"}

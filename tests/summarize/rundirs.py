@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
-from opsd_sweep.config import RunConfig, load_run_config, semantic_dict, to_dict
+from opsd_sweep.config import RunConfig, load_run_config, to_dict
+from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.evaluate.metrics import compute_metrics
 from opsd_sweep.run.keys import run_key, run_slug
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text

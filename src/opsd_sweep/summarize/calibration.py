@@ -8,7 +8,7 @@ training-seed effect of the run; each problem gets K Bernoulli samples (eval sam
 
 A `Benchmark` fixes d and g once, as a real benchmark fixes its problems. The true score of a config
 is then 100 x mean_i E_u[sigmoid(...)] over these problems: the target of every interval and test
-(see inference.stats). Expectations over u use Gauss-Hermite quadrature. Used by tests/analysis and
+(see inference.stats). Expectations over u use Gauss-Hermite quadrature. Used by tests/summarize and
 benchmarks/bench_stats.py; opsd_sweep.simulate writes run dirs, this draws score arrays only.
 """
 

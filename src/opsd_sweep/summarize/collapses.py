@@ -31,7 +31,7 @@ def collapse_columns(config: dict, steps: list[dict]) -> dict:
 def collapse_of_dir(path: str) -> float | None:
     """The collapse step of a run dir (NaN: it trained and did not collapse; None: no training steps to
     judge, e.g. a simulated run, or a dir that does not read)."""
-    from opsd_sweep.analysis.collect import UnreadableRun, read_config
+    from opsd_sweep.summarize.collect import UnreadableRun, read_config
 
     run_dir = RunDir(Path(path))
     try:

@@ -9,8 +9,8 @@ import json
 import pandas as pd
 import pytest
 
-from opsd_sweep.analysis.races import find_race_logs, outcome_line, race_from_records, read_race
-from opsd_sweep.analysis.report import race_section as report_race_section
+from opsd_sweep.summarize.races import find_race_logs, outcome_line, race_from_records, read_race
+from opsd_sweep.summarize.report import race_section as report_race_section
 from opsd_sweep.race.log import RaceLog
 from opsd_sweep.summary import main
 from tests.conftest import run_sweep

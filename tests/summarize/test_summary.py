@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from opsd_sweep.analysis.collect import collect
-from opsd_sweep.analysis.config_stats import analyse, cost_optimal_k, phase_costs
-from opsd_sweep.analysis.report import samples_cost_statement
+from opsd_sweep.summarize.collect import collect
+from opsd_sweep.summarize.config_stats import analyse, cost_optimal_k, phase_costs
+from opsd_sweep.summarize.report import samples_cost_statement
 from opsd_sweep.config import AnchorConfig
 from opsd_sweep.summary import main, parse_args
-from tests.analysis.rundirs import base_run, draw_correct, write_run
+from tests.summarize.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.random.default_rng(0).normal(0.0, 1.5, 30)
 EFFECTS = {5e-6: 0.0, 1e-5: 1.2, 2e-5: 0.0}  # logit shifts: 1e-5 is ~+25 points better, 2e-5 equal
@@ -171,7 +171,7 @@ def test_other_metric_skips_the_anchor_and_pairing(sweep, tmp_path):
 @pytest.mark.parametrize("selector", ["lr=5e-06 clip=0.1", "lr=5e-6,clip=0.1", "cfg.learning_rate=5e-06, clip=0.10",
                                       "learning_rate=0.000005,clip=0.1"])
 def test_baseline_selector_forms(selector):
-    from opsd_sweep.analysis.config_stats import select_baseline
+    from opsd_sweep.summarize.config_stats import select_baseline
 
     table = pd.DataFrame({"label": ["lr=5e-06 clip=0.1", "lr=5e-06 clip=0.2", "lr=1e-05 clip=0.1"],
                           "cfg.learning_rate": [5e-6, 5e-6, 1e-5], "cfg.clip": [0.1, 0.2, 0.1]})
@@ -184,7 +184,7 @@ def test_baseline_selector_forms(selector):
 
 
 def test_a_narrow_terminal_gets_the_columns_the_verdict_rests_on():
-    from opsd_sweep.analysis.report import printed_columns
+    from opsd_sweep.summarize.report import printed_columns
 
     full = ["config", "n", "mean", "95% CI", "SD", "Δ vs baseline [CI]", "p Holm (base)", "Δ vs anchor [CI]",
             "p Holm (anchor)", "verdict", "MDE", "seeds needed", "flags"]

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from opsd_sweep.summary import main as summary_main
-from tests.analysis.test_summary import write_sweep
+from tests.summarize.test_summary import write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
