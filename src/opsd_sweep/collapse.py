@@ -13,6 +13,8 @@ and a run collapses at the first of `patience` consecutive out-of-band steps (on
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,12 +85,19 @@ def collapse_of_run(run_dir: RunDir) -> Collapse | None:
     return find_collapse(steps, rule_of(run_dir.read_config_dict())) if steps else None
 
 
-def collapse_count(seeds: int, steps: list[int]) -> str:
-    """A config's collapses in the words of the summary and the race: 'collapsed in 2 of 5 seeds, at steps
-    7, 9' or 'no collapse in 5 seeds'."""
+def collapse_count(judged: int, steps: list[int], not_judged: Sequence[str] = ()) -> str:
+    """A config's collapses in the words of the summary and the race, over the seeds the rule could judge
+    (`not_judged`: why each other seed could not be, e.g. 'failed before step 7'): 'collapsed in 2 of 2
+    judged seeds, at steps 7, 9; 3 not judged (failed before step 7)' or 'no collapse in 5 seeds'."""
+    seeds = f"{judged} judged seed{'s' * (judged != 1)}" if not_judged else f"{judged} seed{'s' * (judged != 1)}"
     if not steps:
-        return f"no collapse in {seeds} seed{'s' * (seeds != 1)}"
-    return f"collapsed in {len(steps)} of {seeds} seeds, at steps {', '.join(str(s) for s in sorted(steps))}"
+        text = f"no collapse in {seeds}"
+    else:
+        text = f"collapsed in {len(steps)} of {seeds}, at steps {', '.join(str(s) for s in sorted(steps))}"
+    if not_judged:
+        reasons = ", ".join(f"{n} {why}" if n > 1 else why for why, n in Counter(not_judged).items())
+        text += f"; {len(not_judged)} not judged ({reasons})"
+    return text
 
 
 def write_marker(run_dir: RunDir, collapse: Collapse) -> None:

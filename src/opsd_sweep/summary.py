@@ -57,6 +57,8 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
     parser.add_argument("--target-effect", type=float, help="effect (points) for the seeds-needed advice")
     parser.add_argument("--power", type=float, help="power for the seeds-needed advice")
     parser.add_argument("--larger-k", type=int, help="show the saving of this many eval samples per problem")
+    parser.add_argument("--collapsed-score", type=float, help="the score a run stopped at its collapse "
+                        "(train.stop_on_collapse) counts with, e.g. 0; without it such a config gets no verdict")
     parser.add_argument("--plots", action=argparse.BooleanOptionalAction, default=None, help="write plots/*.png")
     args = vars(parser.parse_args(argv))
     args["roots"] = args["roots"] or None

@@ -270,23 +270,37 @@ def test_a_negative_futility_effect_is_refused_with_the_fix():
 
 # --- collapsed runs: a finding, not a failure ----------------------------------------------------------
 
-def stopped(config, seed, step, phase="race"):
-    """A run stopped at its collapse (train.stop_on_collapse): no score."""
-    return RunResult(config, seed, phase, "collapsed", gpu_hours=0.5, collapse_step=step)
+def stopped(config, seed, step, phase="race", score=None):
+    """A run stopped at its collapse (train.stop_on_collapse): no score, or the declared collapsed_score."""
+    return RunResult(config, seed, phase, "collapsed", score=score, gpu_hours=0.5, collapse_step=step)
 
 
-def test_a_collapsed_run_is_not_replaced_and_its_config_is_judged_on_its_other_seeds():
+def test_a_collapsed_run_is_not_replaced_and_enters_its_config_at_the_declared_score():
     scores = {"base": [50.0, 53.0, 51.0], "a": [52.0, 54.0], "b": [52.0, 55.0, 50.0]}
-    results = table(scores) + [stopped("a", 3, 7)]
-    step = decide(results, RaceState(), spec())
-    # seed 3 counts: the round is assessed at once, and seed 4 is the next round's, for every config
-    assert step.state.round == 1 and sorted((q.config, q.seed) for q in step.runs) == [("a", 4), ("b", 4), ("base", 4)]
+    results = table(scores) + [stopped("a", 3, 7, score=0.0)]
+    step = decide(results, RaceState(), spec(collapsed_score=0.0))
+    # seed 3 counts: the round is assessed at once (and a, far below the best with its 0, is eliminated)
+    assert step.state.round == 1 and step.state.eliminated == {"a": 0}
     a = decisions(step)["a"]
-    assert (a["seeds"], a["n"], a["collapse_steps"]) == (3, 2, [7])
-    assert a["mean"] == pytest.approx(53.0)  # its scored seeds only, as the summary's verdicts
+    assert (a["seeds"], a["n"], a["collapse_steps"]) == (3, 3, [7])
+    assert a["mean"] == pytest.approx((52.0 + 54.0 + 0.0) / 3)  # every training run of the config, as the summary
     # a failed run, by contrast, is replaced
     failed = decide(table(scores) + [RunResult("a", 3, "race", "failed", error="boom")], RaceState(), spec())
     assert failed.state.round == 0 and [(q.config, q.seed) for q in failed.runs] == [("a", 4)]
+
+
+def test_a_config_that_mostly_collapses_is_never_crowned_on_its_survivors():
+    """Three of five seeds stopped at their collapse, the two survivors far above the baseline: without a
+    declared collapsed_score the config leaves the race saying why; with 0 declared it is judged on all five."""
+    scores = {"base": [50.0, 51.0, 49.0, 50.0, 50.5], "a": [70.0, 71.0]}
+    results = table(scores) + [stopped("a", s, 8) for s in (3, 4, 5)]
+    step = decide(results, RaceState(), spec(("base", "a"), min_seeds=5, max_seeds=5, confirm_seeds=0))
+    assert "a" in step.state.dropped and "3 stopped there with no score" in step.state.dropped["a"]
+    assert "hydra.sweeper.collapsed_score" in step.state.dropped["a"] and step.state.winner != "a"
+    floored = table(scores) + [stopped("a", s, 8, score=0.0) for s in (3, 4, 5)]
+    rows = decisions(decide(floored, RaceState(), spec(("base", "a"), min_seeds=5, max_seeds=5, confirm_seeds=0,
+                                                       collapsed_score=0.0)))
+    assert rows["a"]["n"] == 5 and rows["a"]["mean"] == pytest.approx(141.0 / 5)
 
 
 def test_a_collapsed_run_that_trained_on_keeps_its_score_but_stays_out_of_the_pooled_sd():
@@ -301,6 +315,6 @@ def test_a_collapsed_run_that_trained_on_keeps_its_score_but_stays_out_of_the_po
 def test_a_config_whose_every_seed_collapsed_leaves_the_race_saying_so():
     results = table({"base": [50.0, 53.0, 51.0], "b": [52.0, 55.0, 50.0]}) + [stopped("a", s, 5 + s) for s in (1, 2, 3)]
     step = decide(results, RaceState(), spec())
-    assert step.state.dropped == {"a": "collapsed in 3 of 3 seeds, at steps 6, 7, 8: no score to race on"}
+    assert step.state.dropped["a"].startswith("collapsed in 3 of 3 seeds, at steps 6, 7, 8; 3 stopped there with no score")
     assert decisions(step)["a"]["action"] == "drop" and "a" not in live_configs(spec(), step.state)
     assert all(q.config != "a" for q in step.runs)

@@ -62,7 +62,7 @@ def test_the_best_score_is_unbiased_and_covers_under_step_to_step_training_noise
 
 def test_runs_without_checkpoint_evals_or_a_run_dir_give_no_rows(tmp_path):
     (tmp_path / "eval").mkdir()
-    runs = pd.DataFrame({"run_id": ["mine", "external"], "label": ["a", "b"], "state": ["done", "done"],
+    runs = pd.DataFrame({"run_id": ["mine", "external"], "label": ["a", "b"], "state": ["done", "done"], "counts": [True, True],
                          "run_dir": [str(tmp_path), None]})
     assert collect_checkpoints(runs).empty
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -25,9 +26,9 @@ def run_dir_with_kl(path, kl: list[float]) -> str:
 
 
 def test_the_race_report_says_how_many_seeds_of_each_config_collapsed_and_where(tmp_path):
-    healthy = [1.2, 1.0, 0.6, 0.3, 0.1, 0.05]
+    healthy = [1.2, 1.0, 0.6, 0.3, 0.1, 0.05, 0.05]
     dirs = {("a", 1): healthy, ("a", 2): healthy, ("b", 1): [1.2, 1.0, 0.9, 3.1, 3.5, 4.0, 3.0, 2.8],
-            ("b", 2): healthy, ("b", 3): [1.2, 1.0, 0.8, 0.7, 2.6, 2.9, 2.5, 2.7, 3.0]}
+            ("b", 2): healthy, ("b", 3): [1.2, 1.0, 0.8, 0.7, 2.6, 2.9, 2.5, 2.7, 3.0], ("b", 4): healthy[:3]}
     # b's seeds 1 and 3 leave the band (> 1.5 x 1.2) at 4 and 5, for the default rule's 5 steps
     log = RaceLog(tmp_path / "g" / "race.jsonl")
     log.append(HEADER)
@@ -36,12 +37,19 @@ def test_the_race_report_says_how_many_seeds_of_each_config_collapsed_and_where(
     log.append(decision(0, "a", 55.0, "continue"))
     section = "\n".join(race_section(read_race(log.path), None))
     assert "- a: no collapse in 2 seeds" in section
-    assert "- b: collapsed in 2 of 3 seeds, at steps 4, 5" in section
+    # b's seed 4 stopped at step 3, before the rule (2 early steps + 5 in a row) could fire: not judged
+    assert "- b: collapsed in 2 of 3 judged seeds, at steps 4, 5; 1 not judged (stopped before step 7, where " \
+        "the rule can first fire)" in section
 
 
 def test_a_run_whose_config_names_no_usable_rule_is_not_judged_and_says_why():
     from opsd_sweep.summarize.collapses import collapse_columns
 
-    judged = collapse_columns({"train": {"collapse": {"kl_ratio": "high"}}}, [{"step": 1, "kl_true": 1.0}])
-    assert judged["collapse_step"] != judged["collapse_step"]  # NaN: not flagged
+    from opsd_sweep.run.record import RunRecord
+    from opsd_sweep.run.rundir import RunDir
+
+    record = RunRecord(RunDir(Path("/nowhere")), {"train": {"collapse": {"kl_ratio": "high"}}}, {"state": "done"},
+                       [{"step": 1, "kl_true": 1.0}], None, None)
+    judged = collapse_columns(record.collapse)
+    assert judged["collapse_step"] != judged["collapse_step"] and not judged["collapse_judged"]  # NaN: not flagged
     assert judged["collapse_reason"].startswith("no usable train.collapse in config.yaml")

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 SETTING_KEYS = ("min_seeds", "max_seeds", "seeds_per_round", "alpha", "stop_alpha", "eliminate_alpha", "anchor_alpha",
                 "target_half_width", "budget_gpu_hours", "confirm_seeds", "first_seed", "max_failures",
-                "futility_effect")
+                "futility_effect", "collapsed_score")
 SEED_ERROR = "the race chooses seeds: remove seed=... (hydra.sweeper.first_seed sets the first one)"
 ONE_FOLDER = ("group", "results_root")  # race.jsonl lives in <results_root>/<group>: one value each
 
@@ -132,7 +132,8 @@ class LaunchRuns:
             return RunResult(state="failed", error=f"the task returned {value!r}, not a run_cycle dict", **where)
         if value.get("state") == "skipped" and value.get("reason") == "claimed":
             self._wait_for_owner(RunDir(Path(value["run_dir"])))
-        return read_run_result(value["run_dir"], metric=self.metric, **where)
+        return read_run_result(value["run_dir"], metric=self.metric,
+                               collapsed_score=self.sweeper.settings["collapsed_score"], **where)
 
     def _wait_for_owner(self, run_dir: RunDir) -> None:
         """Another sweep runs this run right now: wait until it lets go of the claim."""

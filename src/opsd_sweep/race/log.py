@@ -70,7 +70,7 @@ class RaceLog:
         states = [r for r in records if r["type"] == "state"]
         state = RaceState.from_record(states[-1]) if states else RaceState()
         runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r["type"] == "run"}
-        results = [_reread(r, metric) for r in runs.values()]
+        results = [_reread(r, metric, spec.settings.collapsed_score) for r in runs.values()]
         return state, results
 
 
@@ -80,9 +80,11 @@ def _header(spec: RaceSpec, metric: str) -> dict:
             "settings": dataclasses.asdict(spec.settings)}
 
 
-def _reread(record: dict, metric: str) -> RunResult:
-    """A logged run as a result: done and collapsed runs are read again from their run dir."""
+def _reread(record: dict, metric: str, collapsed_score: float | None) -> RunResult:
+    """A logged run as a result: done and collapsed runs are read again from their run record (a score
+    since found wrong no longer counts)."""
     if record["state"] in ("done", "collapsed") and record.get("run_dir"):
-        return read_run_result(record["run_dir"], record["config"], record["seed"], record["phase"], metric)
+        return read_run_result(record["run_dir"], record["config"], record["seed"], record["phase"], metric,
+                               collapsed_score)
     return RunResult(record["config"], record["seed"], record["phase"], "failed", gpu_hours=record["gpu_hours"],
                      run_dir=record.get("run_dir"), error=record.get("error"))

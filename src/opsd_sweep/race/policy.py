@@ -21,9 +21,10 @@ min(max_seeds, min_seeds + r * seeds_per_round) finished runs; then it assesses 
   unbiased score.
 Failed runs are replaced by fresh seeds; a config with max_failures failed runs leaves the race.
 A collapsed run (opsd_sweep.collapse) is a finding, not a failure: it counts as one of its config's seeds
-and is not replaced. As in the summary, a run stopped at its collapse (train.stop_on_collapse) has no score,
-so the config is judged on its other seeds (and leaves the race when every seed collapsed); a collapsed run
-that trained on keeps its score, but stays out of the pooled run-to-run SD.
+and is not replaced. As in the summary, a run stopped at its collapse (train.stop_on_collapse) enters at the
+declared collapsed_score; with none declared it has no score, and its config leaves the race (judged on the
+seeds that did not collapse, a config that mostly collapses could win). A collapsed run keeps its score in
+its config's mean, but stays out of the pooled run-to-run SD.
 """
 
 from __future__ import annotations
@@ -170,19 +171,21 @@ def _summaries(results, configs: list[str], phases: tuple[str, ...]) -> dict[str
     for config in configs:
         mine = [r for r in results if r.config == config and r.phase in phases and r.state in SEEDS_RUN]
         mine.sort(key=lambda r: (r.phase, r.seed))
-        done = [r for r in mine if r.state == "done"]
+        scored = [r for r in mine if r.score is not None]  # a stopped collapse has one when declared
         out[config] = ConfigSummary(
-            config, np.array([r.score for r in done], dtype=float),
-            pool_scores=np.array([r.score for r in done if r.collapse_step is None], dtype=float),
-            stopped=len(mine) - len(done),
+            config, np.array([r.score for r in scored], dtype=float),
+            pool_scores=np.array([r.score for r in scored if r.collapse_step is None], dtype=float),
+            stopped=len(mine) - len(scored),
             collapse_steps=tuple(r.collapse_step for r in mine if r.collapse_step is not None))
     return out
 
 
 def _drop_unscored(summaries: dict[str, ConfigSummary], state: RaceState) -> tuple[RaceState, list[dict]]:
-    """Configs whose every seed was stopped at its collapse leave the race: there is no score to race on."""
-    gone = {c: f"{collapse_count(s.seeds, list(s.collapse_steps))}: no score to race on"
-            for c, s in summaries.items() if s.n == 0 and s.stopped}
+    """Configs with a seed stopped at its collapse and no declared collapsed_score leave the race: judged on
+    the seeds that did not collapse, they would be judged on their survivors."""
+    gone = {c: (f"{collapse_count(s.seeds, list(s.collapse_steps))}; {s.stopped} stopped there with no score: "
+                "declare hydra.sweeper.collapsed_score (e.g. 0) or run with train.stop_on_collapse=false")
+            for c, s in summaries.items() if s.stopped}
     records = [{"type": "decision", "round": state.round, "phase": state.phase, "config": c, "action": "drop",
                 "reason": why} for c, why in gone.items()]
     return (replace(state, dropped=dict(state.dropped) | gone) if gone else state), records

@@ -27,6 +27,9 @@ class RaceSettings:
     # stop seeding a config (neither the best nor the baseline) whose one-sided upper bound (at
     # eliminate_alpha) of its gain over the baseline is below this many points; None or 0: off
     futility_effect: Optional[float] = None
+    # the score a run stopped at its collapse (train.stop_on_collapse) enters with; None: such a run has no
+    # score and its config leaves the race
+    collapsed_score: Optional[float] = None
 
     def problems(self) -> list[str]:
         """Every invalid setting, each with the key (under hydra.sweeper), the value and the fix."""

@@ -18,8 +18,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import yaml
+from omegaconf._utils import get_yaml_loader
+
 from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.run.added import upgrade_saved_config
+
+
+class _ConfigLoader(yaml.CSafeLoader):
+    """libyaml's parser with OmegaConf's scalar rules (1e-05 is a float, no timestamps): a saved config.yaml
+    reads as OmegaConf reads it, ~20x faster (hand-written: OmegaConf exposes only its pure-Python loader)."""
+
+
+_ConfigLoader.yaml_implicit_resolvers = get_yaml_loader().yaml_implicit_resolvers
 
 STATES = ("pending", "training", "evaluating", "interrupted", "done", "collapsed", "failed")
 
@@ -150,9 +161,7 @@ class RunDir:
     def read_config_dict(self) -> dict:
         """config.yaml as written, with the fields added since at the value such runs had (run/added.py);
         raises when it does not read (missing, not YAML, not a mapping)."""
-        from omegaconf import OmegaConf
-
-        saved = OmegaConf.to_container(OmegaConf.load(self.config))
+        saved = yaml.load(self.config.read_text(), Loader=_ConfigLoader)
         if not isinstance(saved, dict) or not saved:
             raise ValueError("config.yaml is empty or not a mapping")
         return upgrade_saved_config(saved)

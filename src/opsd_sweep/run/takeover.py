@@ -128,11 +128,10 @@ def _last_modified(path: Path) -> datetime | None:
     return datetime.fromtimestamp(max(stamps), timezone.utc)
 
 
-def standing(run_dir: RunDir, key_of: KeyOf, inputs_of: InputsOf) -> str | None:
-    """Why a dir is not where a rerun of its own config would find its run, or None when it is: 'stale: ...'
-    (left as it is), a run of inputs since changed, or a dir of an earlier key that the next rerun takes
-    over. Reads only (python -m opsd_sweep.status shows it)."""
-    saved = saved_run_config(run_dir)
+def standing(run_dir: RunDir, saved: RunConfig | None, key_of: KeyOf, inputs_of: InputsOf) -> str | None:
+    """Why a dir (its config `saved`, typed) is not where a rerun of its own config would find its run, or
+    None when it is: 'stale: ...' (left as it is), a run of inputs since changed, or a dir of an earlier key
+    that the next rerun takes over. Reads only (python -m opsd_sweep.status shows it)."""
     if saved is None or key_of(saved)[:8] == run_dir.path.name[-8:]:
         return None
     inputs = inputs_of(saved)
@@ -140,16 +139,11 @@ def standing(run_dir: RunDir, key_of: KeyOf, inputs_of: InputsOf) -> str | None:
     return why_not or "written under an earlier run key: the next rerun of its sweep takes it over"
 
 
-def known_inputs(run_dir: RunDir, key_of: KeyOf, inputs_of: InputsOf) -> dict[str, str] | None:
-    """The identities a dir's results depend on: its record, or for a dir written before records, today's
-    when provably unchanged (its key holds them, or no local input changed after it started); None when
-    unknown. Reads only."""
-    record = run_dir.read_identity()
-    if record is not None:
-        return record["inputs"]
-    saved = saved_run_config(run_dir)
-    if saved is None:
-        return None
+def inputs_when_unchanged(run_dir: RunDir, saved: RunConfig, key_of: KeyOf, inputs_of: InputsOf
+                          ) -> dict[str, str] | None:
+    """The identities a dir written before records (its config `saved`) depends on: today's when provably
+    unchanged (its key holds them, or no local input changed after it started); None when unknown. Reads
+    only (run.record.RunRecord.inputs)."""
     inputs = inputs_of(saved)
     if key_of(saved)[:8] == run_dir.path.name[-8:]:
         return inputs

@@ -56,12 +56,12 @@ COLUMNS = ["run_id", "label", "checkpoint_step", "mode", "average_last", "sample
 
 
 def collect_checkpoints(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per finished run and evaluated checkpoint: run_id, label, checkpoint_step, mode
+    """One row per run that counts (collect's `counts`) and evaluated checkpoint: run_id, label, checkpoint_step, mode
     (eval.checkpoints), average_last, samples (per problem), score (over them) and first_round (over the
     race's first-round samples; = score unless raced). Only runs with more than one evaluated checkpoint
     appear (external results, which have no run dir, never do)."""
     rows = []
-    for run in runs.loc[(runs["state"] == "done") & runs["run_dir"].notna()].itertuples():
+    for run in runs.loc[runs["counts"].astype(bool) & runs["run_dir"].notna()].itertuples():
         run_dir = RunDir(Path(run.run_dir))
         files = sorted(run_dir.eval_dir.glob("checkpoint-*/eval.json"))
         if not files or not run_dir.eval_json.exists():

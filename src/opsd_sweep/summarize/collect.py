@@ -1,8 +1,9 @@
 """Scan results roots (and external CSVs) into tidy tables: one row per run, one row per sample.
 
 A run dir that cannot be read (corrupt YAML/JSON, missing config) is listed in `skipped` with the
-reason and never stops the scan; an unfinished or failed run keeps its row (state says why) and is
-listed too, because the statistics use only runs whose state is `done` with a score.
+reason and never stops the scan; every other run keeps its row, and one that does not count (unfinished,
+failed, stopped at its collapse, or scores known to be wrong: run.record.RunRecord.left_out) is listed
+too, because the statistics use only runs that count (column `counts`).
 """
 
 from __future__ import annotations
@@ -15,17 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
-from omegaconf.errors import OmegaConfBaseException
-
 from opsd_sweep.summarize.checkpoints import step_of
 from opsd_sweep.summarize.collapses import collapse_columns
 from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
-from opsd_sweep.run.identity import evaluation_problem
 from opsd_sweep.inference.stats import eval_sampling_variance
-from opsd_sweep.run import takeover
-from opsd_sweep.run.keys import EVAL_ONLY, keying
-from opsd_sweep.run.rundir import RunDir, find_run_dirs, gpu_hours
+from opsd_sweep.run.keys import EVAL_ONLY
+from opsd_sweep.run.record import RunRecord, UnreadableRun
+from opsd_sweep.run.rundir import find_run_dirs
 from opsd_sweep.selector import SHORT_NAMES
 
 TAIL_FRACTION = 0.10  # "final" training diagnostics = mean over the last 10% of steps
@@ -41,10 +38,6 @@ def is_base_model(label: object) -> bool:
 
 SAMPLE_COLUMNS = ["run_id", "problem", "problem_index", "sample", "correct", "formatted", "tokens",
                   "finish_reason"]
-
-
-class UnreadableRun(ValueError):
-    """A run dir whose files cannot be parsed; the message says which file and why."""
 
 
 @dataclass
@@ -70,40 +63,8 @@ def flatten(data: dict, prefix: str = "") -> dict:
     return flat
 
 
-def _unreadable(path: Path, err: Exception) -> str:
-    return f"{path.name} unreadable ({type(err).__name__}: {(str(err).splitlines() or [''])[0][:120]})"
-
-
-def _load(path: Path, parse) -> object:
-    try:
-        return parse(path.read_text())
-    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as err:
-        raise UnreadableRun(_unreadable(path, err)) from err
-
-
-def read_config(run_dir: RunDir) -> dict:
-    if not any(run_dir.path.iterdir()):
-        raise UnreadableRun("empty run dir")
-    if not run_dir.config.exists():
-        raise UnreadableRun("no config.yaml (never started, or written by something else)")
-    try:
-        return run_dir.read_config_dict()  # a run of an earlier version reads as the same config today
-    except (OSError, ValueError, yaml.YAMLError, OmegaConfBaseException) as err:
-        raise UnreadableRun(_unreadable(run_dir.config, err)) from err
-
-
-def read_status(run_dir: RunDir) -> dict:
-    if not run_dir.status.exists():
-        return {}
-    status = _load(run_dir.status, json.loads)
-    if not isinstance(status, dict):
-        raise UnreadableRun("status.json is not an object")
-    return status
-
-
-def training_diagnostics(run_dir: RunDir) -> dict:
+def training_diagnostics(steps: list[dict]) -> dict:
     """Per numeric key of metrics.jsonl: `train.<key>.last` and `train.<key>.tail` (mean of the last 10%)."""
-    steps = run_dir.training_steps()
     if not steps:
         return {}
     tail = steps[-max(1, math.ceil(TAIL_FRACTION * len(steps))):]
@@ -117,17 +78,15 @@ def training_diagnostics(run_dir: RunDir) -> dict:
     return out
 
 
-def last_metrics_value(run_dir: RunDir, key: str):
+def last_metrics_value(steps: list[dict], key: str):
     """`key` of the newest metrics line that has it (e.g. the resolved rollout backend), or None."""
-    return next((record[key] for record in reversed(run_dir.training_steps()) if key in record), None)
+    return next((record[key] for record in reversed(steps) if key in record), None)
 
 
 def eval_metrics(evaluation: dict) -> dict:
     """The evaluator's metrics flattened: avg_at_n, pass_at_<k> for every k, maj_at_n, rates, tokens;
     an eval suite adds `pooled` and each benchmark's own as `<benchmark>.<metric>`."""
-    metrics = evaluation.get("metrics")
-    if not isinstance(metrics, dict):
-        raise UnreadableRun("eval.json has no metrics")
+    metrics = evaluation["metrics"]
     out = _flat_metrics(metrics)
     for name, own in (evaluation.get("benchmarks") or {}).items():
         out |= {f"{name}.{key}": value for key, value in _flat_metrics(own).items()}
@@ -162,36 +121,29 @@ def eval_variance_points(samples: list[tuple]) -> float:
     return 1e4 * eval_sampling_variance(frame["mean"].to_numpy(), int(k))
 
 
-def read_run(run_dir: RunDir) -> tuple[dict, list[tuple]]:
-    """One run dir -> (row, sample rows). Raises UnreadableRun naming the bad file."""
-    config = read_config(run_dir)
-    status = read_status(run_dir)
-    run_id = str(status.get("key") or run_dir.path.name)
-    simulated = bool(status.get("simulated")) or config.get("executor") == "simulate"
-    row = {"run_id": run_id, "run_dir": str(run_dir.path), "source": str(run_dir.path.parent),
-           "external": False, "simulated": simulated, "state": status.get("state", "unknown")}
-    row |= {f"cfg.{k}": v for k, v in flatten(config).items()}
-    inputs = takeover.known_inputs(run_dir, *keying(status.get("kind")))
-    inputs = inputs or {name: UNRECORDED for name in input_names(config, status.get("kind"))}
+def read_run(record: RunRecord) -> tuple[dict, list[tuple]]:
+    """One run record -> (row, sample rows): samples only of a run that counts (RunRecord.counts), so a
+    known-wrong or unfinished evaluation enters no statistic, plot or table. Raises UnreadableRun."""
+    row = {"run_id": record.run_id, "run_dir": str(record.path), "source": str(record.path.parent),
+           "external": False, "simulated": record.simulated, "state": record.state, "counts": record.counts,
+           "left_out": record.left_out}
+    row |= {f"cfg.{k}": v for k, v in flatten(record.config).items()}
+    inputs = record.inputs or {name: UNRECORDED for name in input_names(record.config, record.kind)}
     row |= {f"{IDENTITY}{name}": identity for name, identity in inputs.items()}
-    row |= gpu_hours(status) | {"ended_at": status.get("ended_at")}
-    row |= training_diagnostics(run_dir) | collapse_columns(config, run_dir.training_steps())
-    row["rollout_backend"] = last_metrics_value(run_dir, "rollout_backend")
+    row |= record.gpu_hours | {"ended_at": record.status.get("ended_at")}
+    row |= training_diagnostics(record.steps) | collapse_columns(record.collapse)
+    row["rollout_backend"] = last_metrics_value(record.steps, "rollout_backend")
     samples: list[tuple] = []
-    if run_dir.eval_json.exists():
-        evaluation = _load(run_dir.eval_json, json.loads)
-        if not isinstance(evaluation, dict):
-            raise UnreadableRun("eval.json is not an object")
-        row["simulated"] = simulated or bool(evaluation.get("simulated"))
-        row |= eval_metrics(evaluation)
-        row["eval_backend"] = evaluation.get("backend")
-        row["eval_problem"] = evaluation_problem(evaluation, _scored_checkpoint(run_dir, config),
-                                                 bool((config.get("eval") or {}).get("merge_lora")))
+    if record.evaluation is not None:
+        row |= eval_metrics(record.evaluation)
+        row["eval_backend"] = record.evaluation.get("backend")
+        row["eval_problem"] = record.eval_problem
         try:
-            samples = sample_rows(run_id, evaluation)
+            run_samples = sample_rows(record.run_id, record.evaluation)
         except (KeyError, TypeError, AttributeError) as err:
             raise UnreadableRun(f"eval.json problems/samples malformed ({err!r})") from err
-        row["eval_var"] = eval_variance_points(samples)
+        row["eval_var"] = eval_variance_points(run_samples)
+        samples = run_samples if record.counts else []
     return row, samples
 
 
@@ -203,12 +155,6 @@ def input_names(config: dict, kind: str | None) -> list[str]:
     """The inputs a run's results depend on, by name (run.keys: a cycle's or a standalone evaluation's)."""
     suite = [f"eval.suite.{name}" for name in ((config.get("eval") or {}).get("suite") or {})]
     return ["model", "eval", *suite, "checkpoint" if kind == EVAL_ONLY else "data"]
-
-
-def _scored_checkpoint(run_dir: RunDir, config: dict) -> Path | None:
-    """The checkpoint a run dir's eval.json should score: its final one, or a standalone evaluation's."""
-    standalone = (config.get("eval") or {}).get("checkpoint")
-    return Path(standalone) if standalone else run_dir.latest_checkpoint()
 
 
 # --- external results ----------------------------------------------------------------------------
@@ -228,7 +174,7 @@ def read_external(path: str, metric_hint: str = "avg_at_n") -> pd.DataFrame:
         frame = frame.rename(columns={"seed": "cfg.seed"})
     frame["run_id"] = frame["run_id"].astype(str)
     frame["label"] = frame["label"].astype(str) + " [external]"
-    return frame.assign(source=str(path), external=True, simulated=False, state="done", run_dir=None)
+    return frame.assign(source=str(path), external=True, simulated=False, state="done", counts=True, run_dir=None)
 
 
 # --- labels and varying columns ------------------------------------------------------------------
@@ -332,15 +278,14 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
     rows, samples, skipped, finished = [], [], [], set()
     for run_dir in (progress(run_dirs) if progress else run_dirs):
         try:
-            row, run_samples = read_run(run_dir)
+            row, run_samples = read_run(RunRecord.read(run_dir))
         except UnreadableRun as err:
             skipped.append({"path": str(run_dir.path), "state": "unreadable", "reason": str(err)})
             continue
         rows.append(row)
         samples.extend(run_samples)
-        reason = _not_usable(row)
-        if reason:
-            skipped.append({"path": str(run_dir.path), "state": row["state"], "reason": reason})
+        if row["left_out"]:
+            skipped.append({"path": str(run_dir.path), "state": row["state"], "reason": row["left_out"]})
         else:
             finished.add(row["run_id"])
     runs = pd.DataFrame(rows)
@@ -408,20 +353,9 @@ def left_out_line(skipped: pd.DataFrame, report: Path) -> str:
             f"count; each is listed with its reason in {report}")
 
 
-def _not_usable(row: dict) -> str | None:
-    if row["state"] == "collapsed":
-        return f"collapsed at step {row['collapse_step']:.0f} and stopped (train.stop_on_collapse): no score"
-    if row["state"] != "done":
-        return f"state is {row['state']!r}: not finished"
-    if "n_problems" not in row:
-        return "state is 'done' but eval/eval.json is missing"
-    if row.get("eval_problem"):
-        return f"not today's scores ({row['eval_problem']}): the next rerun of its sweep evaluates it again"
-    return None
-
-
 def _order_columns(runs: pd.DataFrame) -> pd.DataFrame:
-    head = [c for c in ("run_id", "label", "cfg.seed", "state", "external", "simulated") if c in runs]
+    head = [c for c in ("run_id", "label", "cfg.seed", "state", "counts", "left_out", "external", "simulated")
+            if c in runs]
     cfg = sorted(c for c in runs.columns if c.startswith("cfg.") and c not in head)
     rest = [c for c in runs.columns if c not in head and c not in cfg]
     return runs[head + cfg + rest]

@@ -8,12 +8,13 @@ the benchmark's problems are held fixed, so every number here works on run score
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from opsd_sweep.summarize.collapses import WITHHELD
 from opsd_sweep.summarize.collect import is_base_model
 from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.inference import stats
@@ -36,12 +37,28 @@ class Analysis:
 
 # --- inputs --------------------------------------------------------------------------------------
 
-def usable_runs(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Finished runs with a value of the metric; raises naming the available metrics when it is absent."""
+def usable_runs(runs: pd.DataFrame, metric: str, collapsed_score: float | None = None) -> pd.DataFrame:
+    """The runs that count (collect's `counts`: run.record.RunRecord.left_out) with a value of the metric,
+    and, when `collapsed_score` is declared, the runs stopped at their collapse scored at it. Raises naming
+    the available metrics when the metric is absent."""
     if metric not in runs.columns:
         known = [c for c in runs.columns if c.startswith(("avg_at", "pass_at", "maj_at")) or c.endswith("_rate")]
         raise ValueError(f"metric {metric!r} is in no run; use one of {known} (--metric)")
-    return runs[(runs["state"] == "done") & runs[metric].notna()].copy()
+    usable = runs[runs["counts"].astype(bool) & runs[metric].notna()]
+    stopped = runs[runs["state"] == "collapsed"]
+    if collapsed_score is None or stopped.empty:
+        return usable.copy()
+    return pd.concat([usable, stopped.assign(**{metric: float(collapsed_score)})])
+
+
+def withheld_configs(runs: pd.DataFrame, collapsed_score: float | None) -> dict[str, int]:
+    """{label: runs stopped at their collapse} of the configs whose verdict is withheld: with no declared
+    collapsed_score such a run has no score, and a config judged on the seeds that did not collapse would be
+    judged on its survivors (the estimand is the expected score of one training run, collapses included)."""
+    if collapsed_score is not None or "label" not in runs:
+        return {}
+    return runs.loc[runs["state"] == "collapsed", "label"].value_counts().to_dict()
+
 
 
 AUTO = "auto"
@@ -97,6 +114,7 @@ class Pool:
     configs: int
     anchor_runs: int  # the anchor's n with --pool-anchor, else 0
     left_out: dict[str, int]  # kind (settings.POOL_OPT_INS) -> runs left out
+    members: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)  # the runs that entered
 
     @property
     def pair(self) -> tuple[float, int]:
@@ -124,11 +142,11 @@ def pool_runs(usable: pd.DataFrame, include: Sequence[str]) -> tuple[pd.DataFram
 def pooled(usable: pd.DataFrame, metric: str, s: SummarySettings, anchor: Anchor | None) -> Pool:
     """Run-to-run SD pooled over the pool's configs with >= 2 runs (+ the anchor's runs with --pool-anchor)."""
     members, left_out = pool_runs(usable, s.pool_include)
+    members = members.groupby("label", sort=False).filter(lambda group: len(group) >= 2)
     groups = [g[metric].to_numpy(float) for _, g in members.groupby("label", sort=False)]
-    groups = [g for g in groups if g.size >= 2]
     extra = [(anchor.sd, anchor.n)] if s.pool_anchor and anchor is not None else []
     sd, df = stats.pooled_sd(groups, extra)
-    return Pool(sd, df, sum(g.size for g in groups), len(groups), anchor.n if extra else 0, left_out)
+    return Pool(sd, df, len(members), len(groups), anchor.n if extra else 0, left_out, members)
 
 
 def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, pool: tuple[float, int]) -> pd.DataFrame:
@@ -176,14 +194,14 @@ def arm_of(row: pd.Series) -> Arm:
     return Arm(row["mean"], int(row["n"]), RunSD(row["sd_used"], row["sd_df"], row["sd_source"]))
 
 
-def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, skip: str | None = None,
+def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, skip: Collection[str] = (),
                shared: bool = False, percent: bool = True) -> pd.DataFrame:
     """delta, interval and p of every config against one reference arm (run scores; `skip`: the reference's
-    row; `shared`: every config takes the reference's SD, as --pool-anchor has it; `percent`: the interval
+    row and those of withheld verdicts, outside the Holm family; `shared`: every config takes the reference's SD, as --pool-anchor has it; `percent`: the interval
     is cut at -100 and +100, the most two percent scores can differ)."""
     out = []
     for _, row in table.iterrows():
-        if row["label"] == skip:
+        if row["label"] in skip:
             out.append({})
             continue
         arm = Arm(row["mean"], int(row["n"]), reference.sd) if shared else arm_of(row)
@@ -281,9 +299,10 @@ def power_columns(table: pd.DataFrame, s: SummarySettings, reference: str, basel
 
 
 def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None, anchor: Anchor | None,
-                psd: tuple[float, bool, str] | None, family: int) -> dict:
+                psd: tuple[float, bool, str] | None, family: int, pool: Pool) -> dict:
     """The seeds-needed advice of the report text: the same figures as the table's columns, plus the
-    saving of more eval samples per problem."""
+    saving of more eval samples per problem. Its eval-sampling SD comes from the runs its run-to-run SD
+    comes from (the pool's, or every usable run's when the SD is declared), so the split is of one set."""
     if reference is None or psd is None:
         return {"reference": None}
     sd, known, source = psd
@@ -293,8 +312,9 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
               "seeds": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, plan, known=known),
               "seeds_bonferroni": stats.seeds_needed(s.target_effect, sd, s.alpha / family, s.power, plan,
                                                      known=known)}
-    eval_var = usable["eval_var"].dropna() if "eval_var" in usable else pd.Series(dtype=float)
-    k = usable["n_samples"].dropna().unique() if "n_samples" in usable else []
+    runs = usable if known else pool.members
+    eval_var = runs["eval_var"].dropna() if "eval_var" in runs else pd.Series(dtype=float)
+    k = runs["n_samples"].dropna().unique() if "n_samples" in runs else []
     if s.metric in PER_PROBLEM_METRICS and len(eval_var) and len(k) == 1 and k[0] >= 2 and s.larger_k > k[0]:
         eval_sd = math.sqrt(min(eval_var.mean(), sd**2))
         sd_k = sd_at_k(sd, eval_sd, float(k[0]), s.larger_k)
@@ -335,7 +355,8 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
             declared_baselines: Sequence[str] = ()) -> Analysis:
     """All per-config statistics for the metric `s.metric`, sorted by mean. `declared_baselines`: labels
     of the in-sweep baselines the sweeps' races declared (what --baseline auto falls back on)."""
-    usable = usable_runs(runs, s.metric)
+    usable = usable_runs(runs, s.metric, s.collapsed_score)
+    withheld = withheld_configs(runs, s.collapsed_score)
     if usable.empty:
         raise ValueError(f"no finished run has {s.metric!r}; check the roots and the states in runs.csv")
     notes = []
@@ -349,17 +370,17 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     references = {}
     if baseline is not None:
         references["baseline"] = arm_of(table.set_index("label").loc[baseline])
-        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, skip=baseline,
+        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, skip={baseline, *withheld},
                                       percent=stats.is_percent_score(s.metric)))
         table["vs_baseline"] = np.where(table["label"] == baseline, "is baseline", "run scores")
     if anchor is not None:
         references["anchor"] = anchor_arm(anchor, pool, s.pool_sd, s.assumed_sd, s.pool_anchor)
-        table = table.join(compare_to(table, references["anchor"], "anchor", s.level, shared=s.pool_anchor,
+        table = table.join(compare_to(table, references["anchor"], "anchor", s.level, skip=withheld, shared=s.pool_anchor,
                                       percent=stats.is_percent_score(s.metric)))
     reference = next(iter(references), None)
     family = max(1, int(table[f"p_{reference}"].notna().sum())) if reference else 1
     if reference is not None:
-        table["verdict"] = [("baseline" if row["label"] == baseline
+        table["verdict"] = [("baseline" if row["label"] == baseline else WITHHELD if row["label"] in withheld
                              else stats.verdict(row[f"delta_{reference}"], row[f"p_{reference}_holm"], s.alpha))
                             for _, row in table.iterrows()]
         table["verdict_vs"] = "in-sweep baseline" if reference == "baseline" else "anchor"
@@ -369,9 +390,9 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     psd = power_sd(s, pool)
     if reference is not None:
         table = table.join(power_columns(table, s, reference, baseline, anchor, psd, family))
-    table["flags"] = flags(table, baseline)
+    table["flags"] = flags(table, baseline, withheld)
     table = table.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
-    power = sweep_power(usable, s, reference, anchor, psd, family)
+    power = sweep_power(usable, s, reference, anchor, psd, family, pool_info)
     return Analysis(table, usable, baseline, how, anchor, pool_info, notes, power)
 
 
@@ -387,8 +408,9 @@ def _sd_words(row: pd.Series, shared: RunSD | None = None) -> str:
     return words + (", shared with the anchor (--pool-anchor)" if pooled_with_anchor else "")
 
 
-def flags(table: pd.DataFrame, baseline: str | None) -> list[str]:
-    """Per config: simulated / external data, 1-run SD assumption, winner's curse on the top mean."""
+def flags(table: pd.DataFrame, baseline: str | None, withheld: dict[str, int]) -> list[str]:
+    """Per config: simulated / external data, 1-run SD assumption, winner's curse on the top mean, seeds
+    stopped at their collapse with no score (its verdict withheld)."""
     contenders = table[table["label"] != baseline]
     top = contenders["mean"].idxmax() if len(contenders) >= 2 else None
     out = []
@@ -403,6 +425,10 @@ def flags(table: pd.DataFrame, baseline: str | None) -> list[str]:
                                                  if row["sd_used"] == row["sd_used"] else "no test"))
         if index == top:
             marks.append(f"best of {len(contenders)}: winner's curse, confirm on fresh seeds")
+        if row["label"] in withheld:
+            marks.append(f"verdict withheld: {withheld[row['label']]} seed(s) stopped at their collapse have no "
+                         "score, the mean is of the others; --collapsed-score 0 scores them, or rerun them with "
+                         "train.stop_on_collapse=false")
         out.append("; ".join(marks))
     return out
 

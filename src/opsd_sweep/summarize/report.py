@@ -356,7 +356,7 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
     lines += ["", "## Anchor", "", *anchor_statement(analysis)] if analysis.anchor is not None else []
     for race, plot in races:
         lines += ["", *race_section(race, plot)]
-    if collapse := summary_section(collection.runs):
+    if collapse := summary_section(collection.runs, s.collapsed_score):
         lines += ["", *collapse]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []

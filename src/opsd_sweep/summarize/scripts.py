@@ -28,7 +28,7 @@ def finished_runs(args: argparse.Namespace) -> tuple[Collection, pd.DataFrame]:
     """The collection under the roots and its finished runs; exits naming the roots when there are none."""
     collection = collect(args.results)
     runs = collection.runs
-    done = runs[runs["state"] == "done"] if "state" in runs else runs
+    done = runs[runs["counts"].astype(bool)] if "counts" in runs else runs
     if done.empty:
         raise SystemExit(f"no finished runs under {args.results}; run a sweep first (make demo)")
     return collection, done

@@ -35,6 +35,7 @@ class SummarySettings:
     target_effect: float = MISSING
     power: float = MISSING
     larger_k: int = MISSING
+    collapsed_score: Optional[float] = MISSING
     plots: bool = MISSING
 
 
