@@ -72,9 +72,11 @@ def start_engine(run: RunConfig, device, rank: int, sleep: bool, max_model_len: 
 
 
 def engine_key(run: RunConfig, sleep: bool, max_model_len: int | None, max_num_seqs: int, device) -> tuple:
-    """Everything start_engine builds the engine from: a phase worker reuses its engine only under an equal key."""
-    return (run.model.path, run.model.dtype, run.rollout.gpu_memory_utilization, rank_bound(run.train.lora.r), sleep,
-            max_model_len, max_num_seqs, run.rollout.kv_cache_dtype, str(device))
+    """Everything start_engine builds the engine from: a phase worker reuses its engine only under an equal key.
+    The model by its content (warm.model_identity): weights rewritten at its path need another engine."""
+    return (warm.model_identity(run), run.model.dtype, run.rollout.gpu_memory_utilization,
+            rank_bound(run.train.lora.r), sleep, max_model_len, max_num_seqs, run.rollout.kv_cache_dtype,
+            str(device))
 
 
 def kept_engine_bytes() -> int:

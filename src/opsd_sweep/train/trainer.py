@@ -66,7 +66,9 @@ class OPSDTrainer:
         self._check_world()
         set_seed(self.run.seed)  # same LoRA init on every rank
         self.rows = self._setup_data()  # before the model: a missing dataset fails in seconds
-        self.tokenizer = warm.reuse("tokenizer", self.run.model.path, lambda: load_tokenizer(self.run.model))
+        # a phase worker's kept tokenizer and student serve only the model files they were built from
+        self.model_identity = warm.model_identity(self.run)
+        self.tokenizer = warm.reuse("tokenizer", self.model_identity, lambda: load_tokenizer(self.run.model))
         peft_model = self._setup_model()
         self.eos_ids = eos_token_ids(peft_model, self.tokenizer)
         latest = self.run_dir.latest_checkpoint()
@@ -147,8 +149,9 @@ class OPSDTrainer:
         return rows
 
     def _setup_model(self):
-        """Base model + LoRA. A phase worker keeps it for the next cycle of the same model, LoRA and compile
-        settings, whose LoRA values are drawn afresh exactly as get_peft_model draws them here."""
+        """Base model + LoRA. A phase worker keeps it for the next cycle of the same model (by content: see
+        warm.model_identity), LoRA and compile settings, whose LoRA values are drawn afresh exactly as
+        get_peft_model draws them here."""
         from accelerate.utils import set_seed
         from peft import LoraConfig, get_peft_model
 
@@ -168,7 +171,8 @@ class OPSDTrainer:
             set_seed(self.run.seed)
             warm.fresh_adapter(model)
 
-        key = (self.run.model, repr(config), self.t.gradient_checkpointing, self.t.compile)
+        key = (self.model_identity, self.run.model, repr(config), self.t.gradient_checkpointing,
+               self.t.compile)
         return warm.reuse("student", key, build, refresh)
 
     # --- one step --------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Kept (keyed by everything that shapes them, so a cycle only reuses what it would have built itself):
 the tokenizer, the PEFT-wrapped student (base weights, LoRA modules, gradient checkpointing, compiled
-decoder layers) and the vLLM rollout engine. Fresh per cycle: the LoRA values (re-drawn by PEFT's own
+decoder layers) and the vLLM rollout engine. The model is keyed by its content identity (model_identity),
+not its path: a local model dir rewritten in place between cycles gets its objects built anew from the new
+files, as a process of its own would build them. Fresh per cycle: the LoRA values (re-drawn by PEFT's own
 initialisation under the run's seed, in place: see fresh_adapter), optimizer, scheduler, EMA teacher,
 RNG states, the engine's prefix cache and LoRA ids. Outside a worker (a phase process of its own) the
 cache is off and every call builds, so both paths run the same code.
@@ -55,6 +57,19 @@ def reuse(slot: str, key: Hashable, build: Callable[[], Any], refresh: Callable[
     obj = build()
     _kept[slot] = (key, obj)
     return obj
+
+
+def model_identity(run) -> str:
+    """What `run.model.path` holds now, for the keys of what is built from it: the identity the run key gives
+    it (run.keys.input_identities: a hub id by itself, a local dir by its place and a fingerprint of its
+    files, run/identity.py). A model of the tiny world, which the run key names by its place only (the tiny.*
+    settings in the key say what it holds), is fingerprinted like any local dir: a sweep over tiny settings
+    rebuilds the world at the same path. Cheap from the second cycle of a worker on: small files are hashed
+    once per (path, size, mtime) in a process, large ones (weights over 64 MiB) never, only stat'ed."""
+    from opsd_sweep.config import is_local_path
+    from opsd_sweep.run.identity import path_identity
+
+    return path_identity(run.model.path, is_local_path(run.model.path), tiny_dir=None)
 
 
 def kept(slot: str):
