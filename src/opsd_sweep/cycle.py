@@ -164,7 +164,7 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
     if run.force and previous.get("state") in ("done", "collapsed"):  # a forced rerun starts from scratch
         shutil.rmtree(run_dir.train_dir, ignore_errors=True)
         shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
-        previous = {"attempts": previous.get("attempts", 0)}
+        previous = {"attempts": previous.get("attempts", 0), "attempt_log": previous.get("attempt_log") or []}
     if previous.get("eval_unreadable"):
         print(f"[opsd_sweep] {run_dir.path.name}: {run_dir.eval_json} does not read back; evaluating again "
               "from the final checkpoint (no retraining)", flush=True)
@@ -175,6 +175,9 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
     run_dir.write_identity(key, where.inputs)
     phase_seconds: dict[str, float] = dict(previous.get("phase_seconds") or {})
     gpu_hours = recorded_gpu_hours(previous).get("gpu_hours.total", 0.0)
+    # this attempt's own phase seconds beside the totals: the cost advice reads one attempt's (run.record)
+    attempt = {"attempt": previous.get("attempts", 0) + 1, "gpus": [], "phase_seconds": {}, "resumed": []}
+    attempt_log = [*(previous.get("attempt_log") or []), attempt]
     owner = claim.owner
     run_dir.update_status(key=key, state="pending", attempts=previous.get("attempts", 0) + 1,
                           host=owner["host"], pid=owner["pid"], job_id=owner["job_id"], gpus=[],
@@ -184,7 +187,8 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
         if run.executor == "simulate":  # the noise model writes the run dir: no phase processes
             return simulate_cycle(run, run_dir)
         gpus = run_gpus(run.train.num_gpus)
-        run_dir.update_status(gpus=gpus)
+        attempt["gpus"] = gpus
+        run_dir.update_status(gpus=gpus, attempt_log=attempt_log)
         t = run.train
         print(f"[opsd_sweep] run {run_dir.path.name}: {max(t.num_gpus, 1)} x {t.per_device_batch_size} x "
               f"{t.grad_accum_steps} = {t.global_batch_size} prompts/step, {t.max_steps} steps, "
@@ -193,6 +197,8 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
             if _phase_complete(phase, run, run_dir):
                 continue
             run_dir.update_status(state=state)
+            if phase == "train" and run_dir.latest_checkpoint() is not None:
+                attempt["resumed"].append("train")  # from a checkpoint: this attempt did part of the phase
             started = time.monotonic()
             try:
                 _run_phase(phase, run, run_dir, gpus)
@@ -200,8 +206,9 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
                 seconds = time.monotonic() - started
                 for name, part in _split_phase_seconds(phase, seconds, run, run_dir).items():
                     phase_seconds[name] = round(phase_seconds.get(name, 0.0) + part, 2)
+                    attempt["phase_seconds"][name] = round(attempt["phase_seconds"].get(name, 0.0) + part, 2)
                 gpu_hours = round(gpu_hours + seconds * len(gpus) / 3600, 4)
-                run_dir.update_status(phase_seconds=phase_seconds, gpu_hours=gpu_hours)
+                run_dir.update_status(phase_seconds=phase_seconds, gpu_hours=gpu_hours, attempt_log=attempt_log)
             if phase == "train" and run.train.stop_on_collapse and (found := collapse.read_marker(run_dir)):
                 run_dir.update_status(state="collapsed", ended_at=utc_now(), collapse=found)
                 print(f"[opsd_sweep] collapsed {run_dir.path.name} at step {found['step']} ({found['reason']}): "

@@ -25,6 +25,7 @@ from opsd_sweep.console import table_console
 from opsd_sweep.run import takeover
 from opsd_sweep.run.claims import current_owner, owner_alive
 from opsd_sweep.run.keys import keying
+from opsd_sweep.run.record import RunRecord, UnreadableRun
 from opsd_sweep.run.rundir import RunDir, find_run_dirs, gpu_hours, read_json
 
 ORDER = ("training", "evaluating", "pending", "queued", "interrupted", "failed", "stale", "collapsed", "done")
@@ -58,35 +59,33 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
     return (stop - datetime.fromisoformat(start)).total_seconds()
 
 
-def _training_progress(run_dir: RunDir) -> tuple[int | None, float | None]:
-    """(last logged step, mean seconds per step over the last 5 steps) from metrics.jsonl."""
-    records = run_dir.training_steps()
-    if not records:
+def _training_progress(steps: list[dict]) -> tuple[int | None, float | None]:
+    """(last logged step, mean seconds per step over the last 5 steps) from metrics.jsonl's lines."""
+    if not steps:
         return None, None
-    recent = [r["step_seconds"] for r in records[-5:] if "step_seconds" in r]
-    return records[-1]["step"], (sum(recent) / len(recent) if recent else None)
-
-
-def _max_steps(run_dir: RunDir) -> int | None:
-    try:
-        return int(run_dir.read_config_dict()["train"]["max_steps"])
-    except Exception:  # no or a damaged config.yaml: the row shows no step count
-        return None
+    recent = [r["step_seconds"] for r in steps[-5:] if "step_seconds" in r]
+    return steps[-1]["step"], (sum(recent) / len(recent) if recent else None)
 
 
 def run_row(run_dir: RunDir, root: Path) -> RunRow:
+    """One row of the table, from the run's record (run.record.RunRecord); a dir whose config.yaml does not
+    read shows what its status.json says, with the reason as its note."""
     name = str(run_dir.path.relative_to(root))
     status = run_dir.read_status()
     state = status.get("state")
     if state is None:  # submitted to SLURM, not started yet
         job = read_json(run_dir.submission).get("job_id") if run_dir.submission.exists() else None
         return RunRow(name, "queued", None, None, None, None, 0.0, f"SLURM {job}", "")
+    try:
+        record: RunRecord | None = RunRecord.read(run_dir)
+    except UnreadableRun as err:
+        record, unreadable = None, str(err)
     if state in ACTIVE:
         owner = current_owner(run_dir)
         if owner is None or not owner_alive(owner):
             state = "interrupted"
-    step, step_seconds = _training_progress(run_dir)
-    max_steps = _max_steps(run_dir)
+    step, step_seconds = _training_progress(record.steps if record else run_dir.training_steps())
+    max_steps = _max_steps(record)
     eta = None
     if state == "training" and step_seconds is not None and max_steps is not None:
         eta = (max_steps - (step or 0)) * step_seconds
@@ -95,12 +94,24 @@ def run_row(run_dir: RunDir, root: Path) -> RunRow:
         where += f" GPU {','.join(map(str, status['gpus']))}"
     error = (status.get("error") or {}).get("message") or ""
     note = error.strip().splitlines()[0][:80] if error and state == "failed" else status.get("recovered", "")
-    standing = None if state in ACTIVE else takeover.standing(run_dir, *keying(status.get("kind")))
-    if standing is not None:  # a settled dir a rerun of its config would not use as it is
-        state = "stale" if standing.startswith("stale") else state
-        note = standing.removeprefix("stale: ")
+    if record is None:
+        note = unreadable
+    elif state not in ACTIVE:  # a settled dir: would a rerun of its config use it as it is?
+        standing = takeover.standing(run_dir, record.typed_config(), *keying(record.kind))
+        if standing is not None:
+            state = "stale" if standing.startswith("stale") else state
+            note = standing.removeprefix("stale: ")
+        elif record.eval_problem:
+            note = f"not today's scores: {record.eval_problem}"[:120]
     return RunRow(name, state, step, max_steps, _seconds_between(status.get("started_at"), status.get("ended_at")),
                   eta, gpu_hours(status).get("gpu_hours.total", 0.0), where, note)
+
+
+def _max_steps(record: RunRecord | None) -> int | None:
+    try:
+        return int(record.config["train"]["max_steps"])
+    except (AttributeError, KeyError, TypeError, ValueError):  # no or a damaged config.yaml: no step count
+        return None
 
 
 def _duration(seconds: float | None) -> str:

@@ -204,9 +204,10 @@ class RunRecord:
 
 
 def attempt_gpu_hours(status: dict) -> dict[str, float]:
-    """A status.json's GPU-hours per phase of one attempt: for each phase, the last attempt that ran it
-    from the start (not resumed); a phase only ever run resumed adds up its attempts (the work of one). A
-    status written before attempts were listed gives its totals (which add up every attempt)."""
+    """A status.json's GPU-hours per phase of one pass: for each phase, the attempts from the last one that
+    started it from scratch (not resumed from a checkpoint) to the last that ran it. A phase run again
+    (an evaluation since found wrong, a forced rerun) counts once; a training resumed after a kill counts
+    its parts. A status written before attempts were listed gives its totals (every attempt added up)."""
     from opsd_sweep.run.rundir import gpu_hours
 
     attempts = status.get("attempt_log")
@@ -215,8 +216,8 @@ def attempt_gpu_hours(status: dict) -> dict[str, float]:
     per_phase: dict[str, float] = {}
     for phase in dict.fromkeys(p for a in attempts for p in (a.get("phase_seconds") or {})):
         ran = [a for a in attempts if phase in (a.get("phase_seconds") or {})]
-        whole = [a for a in ran if phase not in (a.get("resumed") or ())]
-        chosen = whole[-1:] or ran
+        starts = [i for i, a in enumerate(ran) if phase not in (a.get("resumed") or ())]
+        chosen = ran[starts[-1]:] if starts else ran
         per_phase[phase] = sum(a["phase_seconds"][phase] * len(a.get("gpus") or []) / 3600 for a in chosen)
     return {f"gpu_hours.{p}": h for p, h in per_phase.items()} | {"gpu_hours.total": sum(per_phase.values())}
 
