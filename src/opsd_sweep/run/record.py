@@ -17,6 +17,7 @@ built only where a decision needs it (a dir written before identities were recor
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ class CollapseFinding:
 
 # What a run's state says about its score, when the state alone keeps it out of the statistics.
 _NOT_SCORED = {"collapsed": "stopped at its collapse (train.stop_on_collapse): no score"}
+
+
+_TYPED: dict[tuple, RunConfig | None] = {}  # config.yaml (path, mtime, size) -> its typed config
 
 
 @dataclass
@@ -107,13 +111,18 @@ class RunRecord:
             bool((self.evaluation or {}).get("simulated"))
 
     def typed_config(self) -> RunConfig | None:
-        """The config in today's schema (a schema validation: only where a decision needs it); None when
-        the saved config does not fit the schema."""
+        """The config in today's schema (a schema validation, ~30 ms: only where a decision needs it, and
+        once per version of the file in a process, so `status --watch` pays it once); None when the saved
+        config does not fit the schema."""
         if self._typed is None:
-            try:
-                self._typed = from_dict(self.config)
-            except Exception:  # a damaged or foreign config.yaml: no decision can rest on it
-                return None
+            stat = self.run_dir.config.stat()
+            version = (str(self.run_dir.config), stat.st_mtime_ns, stat.st_size)
+            if version not in _TYPED:
+                try:
+                    _TYPED[version] = from_dict(self.config)
+                except Exception:  # a damaged or foreign config.yaml: no decision can rest on it
+                    _TYPED[version] = None
+            self._typed = _TYPED[version]
         return self._typed
 
     # --- what it means ---------------------------------------------------------------------------
@@ -146,7 +155,7 @@ class RunRecord:
 
     @cached_property
     def collapse(self) -> CollapseFinding:
-        from opsd_sweep.collapse import find_collapse, rule_of
+        from opsd_sweep.collapse import find_collapse
 
         stopped = self.status.get("collapse") if self.state == "collapsed" else None
         if isinstance(stopped, dict) and stopped.get("step") is not None:
@@ -154,7 +163,7 @@ class RunRecord:
         if not self.steps:
             return CollapseFinding(why_not="no training steps")
         try:
-            rule = rule_of(self.config)
+            rule = _rule(json.dumps(self.config["train"]["collapse"], sort_keys=True))
         except Exception as err:  # a hand-edited config.yaml: judge nothing, say why
             return CollapseFinding(why_not=f"no usable train.collapse in config.yaml ({err!r})"[:200])
         found = find_collapse(self.steps, rule)
@@ -220,6 +229,14 @@ def attempt_gpu_hours(status: dict) -> dict[str, float]:
         chosen = ran[starts[-1]:] if starts else ran
         per_phase[phase] = sum(a["phase_seconds"][phase] * len(a.get("gpus") or []) / 3600 for a in chosen)
     return {f"gpu_hours.{p}": h for p, h in per_phase.items()} | {"gpu_hours.total": sum(per_phase.values())}
+
+
+@functools.lru_cache(maxsize=64)
+def _rule(collapse_json: str):
+    """The collapse rule of a config section (a schema merge, done once per distinct rule, not per run)."""
+    from opsd_sweep.collapse import rule_of
+
+    return rule_of({"train": {"collapse": json.loads(collapse_json)}})
 
 
 def _parsed(path: Path, parse):

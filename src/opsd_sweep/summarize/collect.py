@@ -114,11 +114,13 @@ def eval_variance_points(samples: list[tuple]) -> float:
     """V_eval of the run's avg@K in percent points^2 (nan when K < 2 or unequal K per problem)."""
     if not samples:
         return math.nan
-    frame = pd.DataFrame(samples, columns=SAMPLE_COLUMNS).groupby("problem_index")["correct"].agg(["mean", "size"])
-    k = frame["size"].iloc[0]
-    if k < 2 or (frame["size"] != k).any():
+    index = np.array([row[2] for row in samples])
+    sizes = np.bincount(index)
+    k = int(sizes[index[0]])
+    if k < 2 or (sizes[np.unique(index)] != k).any():
         return math.nan
-    return 1e4 * eval_sampling_variance(frame["mean"].to_numpy(), int(k))
+    solved = np.bincount(index, weights=np.array([row[4] for row in samples], dtype=float))[np.unique(index)]
+    return 1e4 * eval_sampling_variance(solved / k, k)
 
 
 def read_run(record: RunRecord) -> tuple[dict, list[tuple]]:
