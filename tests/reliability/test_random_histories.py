@@ -176,10 +176,6 @@ def test_a_random_history_ends_as_a_fresh_sweep_of_its_final_inputs(tmp_path, ca
     assert usable_runs(tmp_path / "results").get(final) == expected, steps
 
 
-@pytest.mark.xfail(strict=True, reason="the summary's RunRecord.eval_problem calls identity.evaluation_problem "
-                   "without n_samples, so an eval.json of fewer samples than eval.n_samples counts in the summary "
-                   "while the cycle (settled_status) evaluates it again; and a simulated run can be known-wrong "
-                   "in no other way")
 def test_scores_made_known_wrong_by_a_history_are_not_counted_before_the_rerun(tmp_path, cache_dir):
     history = History(tmp_path, cache_dir, random.Random(0))
     history.sweep(tmp_path / "results")

@@ -145,8 +145,10 @@ class RunRecord:
         (or there is no eval.json)."""
         if self.evaluation is None:
             return None
-        merge = bool((self.config.get("eval") or {}).get("merge_lora"))
-        return evaluation_problem(self.evaluation, self.scored_checkpoint(), merge)
+        settings = self.config.get("eval") or {}
+        n_samples = settings.get("n_samples") if isinstance(settings.get("n_samples"), int) else None
+        # as the cycle judges it (cycle.settled_status): a rerun evaluates again whatever this calls wrong
+        return evaluation_problem(self.evaluation, self.scored_checkpoint(), bool(settings.get("merge_lora")), n_samples)
 
     def scored_checkpoint(self) -> Path | None:
         """The checkpoint its eval.json should score: its final one, or a standalone evaluation's."""
