@@ -8,12 +8,14 @@ import json
 import pytest
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
+from omegaconf import OmegaConf
 
-from opsd_sweep.config import ConfigError, load_run_config
+from opsd_sweep.config import ConfigError, load_run_config, to_dict
 from opsd_sweep.cycle import locate_run
 from opsd_sweep.inference.arms import Anchor
 from opsd_sweep.race import RaceSettings, RaceSpec, RunResult, run_race
 from opsd_sweep.race.results import read_run_result
+from opsd_sweep.run.rundir import atomic_write_text
 from opsd_sweep.simulate import simulate_run
 from tests.conftest import compose, run_sweep
 from tests.orchestration.test_slurm import slurm_missing
@@ -88,6 +90,7 @@ def test_the_sweeper_decides_exactly_as_the_pure_policy(raced, tmp_path):
                 out.append(RunResult(q.config, q.seed, q.phase, "failed", error=str(err)))
                 continue
             _, run_dir = locate_run(run)
+            atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))  # as the cycle does
             simulate_run(run, run_dir)
             run_dir.update_status(state="done", gpu_hours=run.simulate.gpu_hours_per_run)
             out.append(read_run_result(run_dir.path, q.config, q.seed, q.phase, "avg_at_n"))
