@@ -9,6 +9,7 @@ conf/summary.yaml; every key is a flag here.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         raise SystemExit(f"{err}\n(runs.csv is written to {out} for inspection)") from None
     analysis.table.to_csv(out / "summary.csv", index=False)
+    if settings.collapsed_score is not None:  # runs stopped at their collapse are in the statistics, at the floor
+        collection = replace(collection, skipped=collection.skipped[collection.skipped["state"] != "collapsed"])
     display = metric_display(settings.metric, analysis.usable, collection.fixed)
     plots = write_plots(analysis, settings.metric, display, settings.level, out) if settings.plots else []
     race_plots = write_race_plots(races, out) if settings.plots else [None] * len(races)

@@ -84,6 +84,7 @@ def test_seeds_stopped_at_their_collapse_never_give_a_survivors_only_verdict(tmp
     assert "3 seed(s) stopped at their collapse have no score" in withheld.loc["lr=3e-05", "flags"]
     assert "--collapsed-score 0" in (tmp_path / "withheld" / "summary.md").read_text()
     floored = summary_of(tmp_path, tmp_path / "floored", "--baseline", "lr=1e-05", "--collapsed-score", "0")
+    assert "run dirs are left out" not in (tmp_path / "floored" / "summary.md").read_text()  # they count now
     survivors = withheld.loc["lr=3e-05", "mean"]
     assert floored.loc["lr=3e-05", "n"] == 5 and floored.loc["lr=3e-05", "mean"] == pytest.approx(2 * survivors / 5)
     assert floored.loc["lr=3e-05", "verdict"] != "better"
@@ -129,3 +130,19 @@ def test_the_samples_advice_splits_the_noise_of_the_runs_it_plans_with(tmp_path)
     assert analysis.power["eval_sd"] == pytest.approx(np.sqrt(members["eval_var"].mean()))
     everyone = np.sqrt(analysis.usable["eval_var"].mean())
     assert everyone > 1.1 * analysis.power["eval_sd"]  # what the advice took before: the base model's noise too
+
+
+def test_the_seeds_advice_prices_the_collapse_rate(tmp_path):
+    rng = np.random.default_rng(5)
+    runs_of(tmp_path / "g", 1e-5, (1, 2, 3, 4), 0.0, rng)
+    runs_of(tmp_path / "g", 3e-5, (1, 2, 3), 0.0, rng)
+    collapsed_seed(tmp_path / "g", 3e-5, 4, 9, stopped=False)  # trained on through its collapse, scores 0
+    settings = parse_args([str(tmp_path), "--anchor", "none", "--baseline", "lr=1e-05"])
+    analysis = analyse(collect(settings.roots).runs, settings, None)
+    p = analysis.power
+    working = analysis.usable[analysis.usable["collapse_step"].isna()]["avg_at_n"].mean()
+    assert p["collapse_rate"] == pytest.approx(1 / 8) and p["collapse_gap"] == pytest.approx(working - 0.0)
+    assert p["sd_collapsing"] > p["sd"] and p["seeds_collapsing"] > p["seeds"]
+    main([str(tmp_path), "--out", str(tmp_path / "out"), "--anchor", "none", "--baseline", "lr=1e-05", "--no-plots"])
+    report = (tmp_path / "out" / "summary.md").read_text()
+    assert f"needs **{p['seeds_collapsing']} seeds** for the same effect" in report

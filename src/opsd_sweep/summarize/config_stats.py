@@ -312,6 +312,9 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
               "seeds": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, plan, known=known),
               "seeds_bonferroni": stats.seeds_needed(s.target_effect, sd, s.alpha / family, s.power, plan,
                                                      known=known)}
+    if (collapse := collapse_price(usable, s.metric, sd)) is not None:
+        advice |= collapse | {"seeds_collapsing": stats.seeds_needed(s.target_effect, collapse["sd_collapsing"], s.alpha,
+                                                                     s.power, plan, known=known)}
     runs = usable if known else pool.members
     eval_var = runs["eval_var"].dropna() if "eval_var" in runs else pd.Series(dtype=float)
     k = runs["n_samples"].dropna().unique() if "n_samples" in runs else []
@@ -330,6 +333,23 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
                            "gpu_h_seeds_larger_k": advice["seeds_larger_k"] * (train_h + eval_h * scale)}
             advice["cost_by_k"] = decision_cost_by_k(s, sd, eval_sd, advice, plan, known)
     return advice
+
+
+def collapse_price(usable: pd.DataFrame, metric: str, sd: float) -> dict | None:
+    """What collapses cost the seeds advice: the share r of the trained runs the rule judged that collapsed,
+    the score gap between the runs that did not and those that did, and the run-to-run SD of a config that
+    collapses at rate r (a mixture: sqrt((1 - r) sd^2 + r (1 - r) gap^2), sd the working runs' SD). None
+    without a judged collapse with a score (a run stopped at its collapse has one only with --collapsed-score)."""
+    if "collapse_judged" not in usable:
+        return None
+    judged = usable[usable["collapse_judged"].fillna(False).astype(bool)]
+    collapsed = judged["collapse_step"].notna()
+    if not collapsed.any() or collapsed.all():
+        return None
+    rate = float(collapsed.mean())
+    gap = float(judged.loc[~collapsed, metric].mean() - judged.loc[collapsed, metric].mean())
+    return {"collapse_rate": rate, "collapse_gap": gap, "collapse_judged_runs": len(judged),
+            "sd_collapsing": math.sqrt((1 - rate) * sd**2 + rate * (1 - rate) * gap**2)}
 
 
 def decision_cost_by_k(s: SummarySettings, sd: float, eval_sd: float, advice: dict, plan: stats.PowerReference,

@@ -166,6 +166,13 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
     if seeds is None and p["reference"] == "anchor":
         out.append("No number of seeds is enough against the anchor here: its own uncertainty (SD over n runs) "
                    "already exceeds what this effect allows. Run an in-sweep baseline.")
+    if "collapse_rate" in p:
+        collapsing = p["seeds_collapsing"]
+        out.append(f"Collapses: {p['collapse_rate']:.0%} of the {p['collapse_judged_runs']} trained runs the rule "
+                   f"judged collapsed, {p['collapse_gap']:.1f} points below the others. The seeds above are for a "
+                   f"config that does not collapse; one that collapses at that rate has a run-to-run SD of "
+                   f"{p['sd_collapsing']:.2f} and needs "
+                   f"**{_seeds(collapsing) if collapsing else 'more than 10000'} seeds** for the same effect.")
     if "seeds_larger_k" in p:
         share = p["eval_sd"] ** 2 / p["sd"] ** 2 if p["sd"] else math.nan
         larger = p["seeds_larger_k"]
