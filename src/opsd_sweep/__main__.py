@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import shutil
 import sys
 import typing
+from pathlib import Path
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.config import RunConfig
+from opsd_sweep.config import ConfigError, RunConfig
 from opsd_sweep.cycle import load_cycle_config, run_cycle
 from opsd_sweep.interrupt import exit_code
 from opsd_sweep.config import renamed_key_problem
@@ -20,10 +24,27 @@ from opsd_sweep.tiny import ensure_tiny_assets
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def main(cfg: DictConfig) -> dict:
-    run = load_cycle_config(cfg)  # a bad config raises here, before any compute
+    try:
+        run = load_cycle_config(cfg)  # a bad config raises here, before any compute
+    except ConfigError as err:
+        if HydraConfig.get().mode != RunMode.RUN:
+            raise  # a multirun's launcher reports it with the job
+        remove_empty_dirs(Path(HydraConfig.get().runtime.output_dir), stop=Path(cfg.results_root).absolute().parent)
+        raise SystemExit(f"{err}\nNothing was run or written.") from None  # one paragraph, not Hydra's traceback
     if run.tiny is not None:
         ensure_tiny_assets(run.tiny)
     return run_cycle(run)
+
+
+def remove_empty_dirs(path: Path, stop: Path) -> None:
+    """Remove the output dir Hydra made for a refused run (its .hydra/ and the job's log, nothing else) and
+    each parent left empty, up to `stop`: a refused run leaves nothing behind."""
+    if all(item.name == ".hydra" or item.suffix == ".log" for item in path.iterdir()):
+        shutil.rmtree(path)
+    for folder in path.parents:
+        if folder == stop or stop not in folder.parents or any(folder.iterdir()):
+            return
+        folder.rmdir()
 
 
 def schema_keys(schema: type = RunConfig, prefix: str = "") -> dict[str, bool]:

@@ -40,3 +40,14 @@ def test_group_cannot_leave_the_results_root(tmp_path, cache_dir):
     assert proc.returncode == 1
     assert "group='../../escaped' must name a folder inside results_root" in output, output[-3000:]
     assert not (tmp_path / "escaped").exists() and not results.exists()
+
+
+def test_a_bad_value_in_a_single_run_is_one_paragraph_and_leaves_nothing(tmp_path, cache_dir):
+    """Without -m Hydra runs the job itself: a refused config is said in a few lines, with no traceback,
+    and the output folder Hydra made for it is removed again."""
+    results = tmp_path / "results"
+    proc = run_sweep(["executor=simulate", "learning_rate=-1"], results, cache_dir)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "learning_rate=-1.0 must be > 0 (e.g. learning_rate=5e-6)" in output, output
+    assert "Traceback" not in output and len(output.strip().splitlines()) <= 4, output
+    assert not results.exists(), sorted(results.rglob("*"))
