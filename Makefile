@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: help install install-gpu gpu-check demo summary test test-fast check-wheel clean
+.PHONY: help install install-gpu gpu-check demo summary confirm test test-fast check-wheel clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -32,14 +32,22 @@ gpu-check:  ## on a GPU box after install-gpu: a real 2-seed sweep of 1.7B-shape
 
 # The demo (conf/sweep/demo.yaml): the tiny base model evaluated as is (train.max_steps=0) is the
 # in-sweep baseline of OPSD runs at two learning rates; scripts/demo_robustness.py reruns it with other seeds.
+# Its last step confirms the winner on 3 fresh seeds of both arms, on the tiny world's locked problems
+# (conf/eval/tiny_locked.yaml) and on the tuning problems: results/tiny-demo/confirm.md.
 DEMO_SEEDS ?= 1,2,3
-demo: install  ## the tiny CPU demo (~3 min, offline): base model vs OPSD at 2 learning rates x 3 seeds, verdicts, plots
+demo: install  ## the tiny CPU demo (~4 min, offline): base model vs OPSD at 2 learning rates x 3 seeds, verdicts, plots, then a locked confirmation of the winner
 	$(PY) -m opsd_sweep.evaluate -m profile=tiny +sweep=demo train.max_steps=0 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
 	$(PY) -m opsd_sweep -m profile=tiny +sweep=demo learning_rate=1e-2,3e-2 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
 	$(PY) -m opsd_sweep.summary $(RESULTS)/tiny-demo --baseline max_steps=0
+	$(PY) -m opsd_sweep.confirm $(RESULTS)/tiny-demo --baseline max_steps=0 --locked eval=tiny_locked --seeds 3
 
 summary: install  ## verdicts, seeds advice, tables and plots for $(RESULTS); more flags: SUMMARY_ARGS="--baseline lr=5e-06"
 	$(PY) -m opsd_sweep.summary $(RESULTS) $(SUMMARY_ARGS)
+
+CONFIRM_DIR ?= $(RESULTS)/tiny-demo
+CONFIRM_ARGS ?=
+confirm: install  ## fresh seeds of the best config and the baseline of $(CONFIRM_DIR) on a locked benchmark (eval=aime25) and the tuning one; CONFIRM_ARGS="--locked eval=hmmt25 --seeds 8 -- hydra/launcher=slurm_4gpu"
+	$(PY) -m opsd_sweep.confirm $(CONFIRM_DIR) $(CONFIRM_ARGS)
 
 test: install  ## the test suite (what CI runs)
 	$(PY) -m pytest

@@ -86,6 +86,28 @@ def make_datasets(n_train: int, n_eval: int, seed: int) -> tuple[list[dict], lis
     return train_rows, eval_rows
 
 
+def locked_problems() -> list[dict]:
+    """The locked problems (conf/eval/tiny_locked.yaml, python -m opsd_sweep.confirm): problems a+b*c outside
+    all_problems() (b from 6 to 14, so disjoint from the train and held-out sets, and never trained on) whose every
+    reference step is a fact the tiny model knows (arithmetic_facts: 'b*c' and 'a+first' seen in other
+    problems' solutions or slips), so it can solve them with the skill OPSD trains. Deterministic: a pure
+    function of the task's tables."""
+    known = set(arithmetic_facts())
+    rows = []
+    for a in ADDENDS:
+        for b in range(max(FACTORS) + 1, 15):
+            for c in FACTORS:
+                problem = make_problem(a, b, c)
+                if all(step in known for step in re.findall(r"\d+[+*]\d+=\d+", problem["solution"])):
+                    rows.append({"id": f"l{len(rows):03d}", **problem})
+    return rows
+
+
+def write_locked_set(root: Path) -> None:
+    """locked.jsonl in a tiny world's dir (its model, train and held-out files are left as they are)."""
+    atomic_write_text(root / "locked.jsonl", "".join(json.dumps(r) + "\n" for r in locked_problems()))
+
+
 # --- tokenizer and model -----------------------------------------------------------------------
 
 def build_tokenizer(corpus: list[str], vocab_size: int):
@@ -151,7 +173,7 @@ def _file_lock(path: Path):
 
 
 def ensure_tiny_assets(cfg: TinyConfig) -> Path:
-    """Build model/, train.jsonl, eval.jsonl and warm_start.json under cfg.dir unless they exist with
+    """Build model/, train.jsonl, eval.jsonl, locked.jsonl and warm_start.json under cfg.dir unless they exist with
     these settings (every tiny.* key, the warm start's included); a changed setting rebuilds them.
 
     Safe under concurrency: builders serialise on a lock file and build into a temp dir first, so
@@ -163,6 +185,8 @@ def ensure_tiny_assets(cfg: TinyConfig) -> Path:
     with _file_lock(root.parent / f".{root.name}.lock"):
         marker = root / "settings.json"
         if marker.exists() and marker.read_text() == settings:
+            if not (root / "locked.jsonl").exists():  # a world built before the locked set: add it, rebuild nothing
+                write_locked_set(root)
             return root
         tmp = root.parent / f".{root.name}.building"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -180,6 +204,7 @@ def _build(cfg: TinyConfig, out: Path) -> None:
     train_rows, eval_rows = make_datasets(cfg.n_train, cfg.n_eval, cfg.seed)
     for name, rows in (("train.jsonl", train_rows), ("eval.jsonl", eval_rows)):
         atomic_write_text(out / name, "".join(json.dumps(r) + "\n" for r in rows))
+    write_locked_set(out)
     tokenizer = build_tokenizer(tokenizer_corpus(train_rows + eval_rows, cfg.warm_start), cfg.vocab_size)
     check_numbers_are_single_tokens(tokenizer, train_rows + eval_rows)
     model = build_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)

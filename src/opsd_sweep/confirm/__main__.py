@@ -1,0 +1,153 @@
+"""`python -m opsd_sweep.confirm RESULTS_DIR [flags] [-- hydra overrides]` (= `make confirm`): the locked
+confirmation of a sweep's chosen config.
+
+Takes the config the summary ranks best (the best mean among those that are not the baseline; or --config) and
+the in-sweep baseline (--baseline, auto as the summary), runs fresh seeds of both (above every seed the sweep
+used; --seeds, default the summary's seeds advice, else 3) through the sweep machinery, each run scored on the
+sweep's tuning benchmark and on a locked one (--locked, default eval=aime25), and writes confirm.md and
+confirm.json to RESULTS_DIR: config - baseline paired by seed with its interval per benchmark, the sweep's own
+(selected, optimistic) estimate, and one verdict line. A benchmark the sweep already evaluated is named as not
+locked. Overrides after `--` go to every run's Hydra command (e.g. hydra/launcher=slurm_4gpu). A rerun of the
+same command skips finished runs and resumes the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from opsd_sweep.confirm import plan, report
+from opsd_sweep.confirm.verdict import paired_difference, verdict, verdict_line
+from opsd_sweep.summarize.collect import collect
+from opsd_sweep.summarize.config_stats import analyse
+from opsd_sweep import summary
+
+EXAMPLES = """examples:
+  python -m opsd_sweep.confirm results/lr_grid                                  # best config vs base model, on AIME25
+  python -m opsd_sweep.confirm results/tiny-demo --locked eval=tiny_locked --seeds 3
+  python -m opsd_sweep.confirm results/lr_grid --config lr=2e-05 --baseline lr=1.4e-05 -- hydra/launcher=slurm_4gpu
+"""
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    passthrough = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(prog="python -m opsd_sweep.confirm", description=__doc__, epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results_dir", help="the sweep's results (a group folder, e.g. results/tiny-demo)")
+    parser.add_argument("--config", help="the config to confirm, in the --baseline selector syntax (default: the "
+                        "best mean among the configs that are not the baseline)")
+    parser.add_argument("--baseline", default="auto", help="the in-sweep baseline, as the summary's --baseline "
+                        "(default auto: the untrained base model)")
+    parser.add_argument("--seeds", type=int, help="fresh seeds per arm (default: the summary's seeds advice, else 3)")
+    parser.add_argument("--locked", default="eval=aime25", help="overrides naming the locked benchmark: an eval "
+                        "group, e.g. 'eval=aime25' (its dataset; the sweep's sampling protocol stays)")
+    parser.add_argument("--metric", help="score column, as the summary's --metric (default conf/summary.yaml)")
+    parser.add_argument("--level", type=float, help="interval coverage (default conf/summary.yaml)")
+    parser.add_argument("--report-only", action="store_true", help="run nothing: report the confirmation runs "
+                        "that exist")
+    return parser.parse_args(own), passthrough
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, passthrough = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return confirm(args, passthrough)
+    except (plan.ConfirmError, ValueError) as err:
+        raise SystemExit(f"confirm: {err}") from None
+
+
+def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
+    results_dir = Path(args.results_dir)
+    roots = plan.sweep_roots(results_dir)
+    flags = ["--baseline", args.baseline, "--anchor", "none", "--no-plots"]
+    flags += (["--metric", args.metric] if args.metric else []) + (["--level", str(args.level)] if args.level else [])
+    settings = summary.parse_args([*roots, *flags])
+    collection = collect(roots)
+    if collection.runs.empty:
+        raise plan.ConfirmError(f"no readable run directories under {results_dir}; run a sweep first (make demo)")
+    analysis = analyse(collection.runs, settings, None)
+    chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config)
+    arms = {"config": plan.make_arm("config", chosen, analysis), "baseline": plan.make_arm("baseline", baseline, analysis)}
+    count, seeds_how = (args.seeds, "declared with --seeds") if args.seeds else plan.default_seed_count(analysis)
+    largest = plan.largest_seed(collection)
+    seeds = plan.fresh_seeds(largest, count)
+
+    locked_overrides = args.locked.split()
+    locked = plan.locked_benchmark(locked_overrides, arms["config"].config)
+    seen = plan.runs_that_saw(locked, roots)
+    tuning = plan.tuning_benchmarks(arms["config"].config)
+    if set(plan.tuning_benchmarks(arms["baseline"].config)) != set(tuning):
+        raise plan.ConfirmError(f"the config {chosen!r} and the baseline {baseline!r} were evaluated on different "
+                                "benchmarks; confirm compares configs of one sweep (one eval)")
+    suite, locked_name = plan.suite_of(tuning, locked)
+    print(f"[confirm] config {chosen!r} ({chosen_how}) vs baseline {baseline!r} ({analysis.baseline_how})")
+    print(f"[confirm] fresh seeds {seeds} per arm ({seeds_how}); the sweep's seeds go up to {largest}")
+    if seen:
+        print(f"[confirm] {args.locked} is not locked: {len(seen)} run(s) of this sweep evaluated {locked['name']}; "
+              "running it anyway, the verdict will say it is not from a locked benchmark")
+    else:
+        print(f"[confirm] {args.locked} ({locked['name']}) is locked: no run of the sweep evaluated it")
+
+    folders, failed = {}, []
+    for role, arm in arms.items():
+        if not args.report_only:
+            plan.ensure_world(arm.config)
+        config, group = plan.overlay(arm, suite)
+        folders[role] = str(Path(config["results_root"]) / group)
+        config_dir = Path(config["results_root"]) / (Path(group).parent.as_posix()) / ".conf"
+        name = f"confirm-{Path(group).name}"
+        plan.write_overlay(config, config_dir, name)
+        if not args.report_only:
+            if plan.run_arm(plan.arm_command(arm, config_dir, name, seeds, passthrough)) != 0:
+                failed.append(role)
+
+    level = settings.level
+    scores = {role: collect([folders[role]]) for role in arms}
+    benchmarks, missing = [], []
+    for role_name, members in (("tuning", list(tuning)), ("locked", [locked_name])):
+        per_arm = {role: report.arm_scores(c.runs, c.samples, members, settings.metric, seeds) if not c.runs.empty
+                   else {} for role, c in scores.items()}
+        paired_seeds, x, y = report.paired(per_arm["config"], per_arm["baseline"])
+        diff = report.bounded(paired_difference(x, y, level), settings.metric)
+        benchmarks.append({"name": " + ".join(members), "role": role_name, "seeds": paired_seeds,
+                           "config_scores": x.tolist(), "baseline_scores": y.tolist(), "difference": diff.as_dict()})
+        missing += [f"{role} seed {s} on {' + '.join(members)}" for role in arms for s in seeds if s not in per_arm[role]]
+    locked_diff = benchmarks[1]["difference"]
+    nan = float("nan")
+    low = locked_diff["paired_low"] if locked_diff["paired_low"] is not None else nan
+    high = locked_diff["paired_high"] if locked_diff["paired_high"] is not None else nan
+    word = verdict(low, high)
+    from opsd_sweep.confirm.verdict import Difference
+    line = verdict_line(word, locked_name, Difference(**{k: (nan if v is None else v) for k, v in locked_diff.items()}),
+                        not seen, len(seen), settings.metric)
+    result = {"verdict": word, "verdict_line": line, "from_locked_benchmark": not seen, "metric": settings.metric,
+              "level": level,
+              "plan": {"results_dir": str(results_dir), "config": chosen, "baseline": baseline, "chosen_how": chosen_how,
+                       "baseline_how": analysis.baseline_how, "seeds": seeds, "seeds_how": seeds_how,
+                       "largest_sweep_seed": largest, "folders": folders, "failed_launches": failed,
+                       "passthrough": passthrough},
+              "locked": {"overrides": args.locked, "name": locked_name, "identity": plan.identity(locked),
+                         "locked": not seen, "seen_runs": len(seen), "examples": seen[:3]},
+              "sweep_estimate": {**arms["config"].sweep_estimate, "selected": True,
+                                 "note": "selected from the sweep's configs: optimistic (winner's curse)"},
+              "benchmarks": benchmarks, "missing": sorted(set(missing))}
+    md, js = report.write(result, results_dir)
+    for bench in benchmarks:
+        d = bench["difference"]
+        print(f"[confirm] {bench['role']:6s} {bench['name']}: config - baseline = {report._f(d['delta'])} "
+              f"paired [{report._f(d['paired_low'])}, {report._f(d['paired_high'])}], Welch "
+              f"[{report._f(d['welch_low'])}, {report._f(d['welch_high'])}] over {d['n']} seed pair(s)")
+    est = arms["config"].sweep_estimate
+    print(f"[confirm] the sweep's own estimate (selected, optimistic): {report._f(est.get('delta_baseline'))} vs "
+          f"the baseline over {est.get('n')} seeds")
+    if missing:
+        print(f"[confirm] {len(set(missing))} run(s) did not finish: rerun the same command to finish them")
+    print(line)
+    print(f"wrote {md}, {js}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Scores of a confirmation's runs per benchmark, and the report: confirm.md, confirm.json, console lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from opsd_sweep.confirm.verdict import Difference
+from opsd_sweep.inference import stats
+
+PER_PROBLEM = ("avg_at_n", "pooled")
+
+
+def arm_scores(runs: pd.DataFrame, samples: pd.DataFrame, members: list[str], metric: str,
+               seeds: list[int]) -> dict[int, float]:
+    """{seed: score} of an arm's finished runs (collect's tables of its folder) on the suite members `members`.
+
+    One member: its own column `<member>.<metric>`. Several (a sweep tuned on a suite): avg@n over the union
+    of their problems, from the per-sample records (only for avg_at_n / pooled)."""
+    runs = runs[runs["counts"].astype(bool) & runs["cfg.seed"].isin(seeds)]
+    if len(members) == 1:
+        column = f"{members[0]}.{metric}"
+        if column not in runs:
+            return {}
+        return {int(r["cfg.seed"]): float(r[column]) for _, r in runs.iterrows() if r[column] == r[column]}
+    if metric not in PER_PROBLEM:
+        raise ValueError(f"metric {metric!r} over the suite members {members}: only avg_at_n (pooled) is defined "
+                         "over several benchmarks; use --metric avg_at_n or <member>.<metric>")
+    prefixes = tuple(f"{m}/" for m in members)
+    out = {}
+    for _, r in runs.iterrows():
+        own = samples[(samples["run_id"] == r["run_id"]) & samples["problem"].str.startswith(prefixes)]
+        if len(own):
+            out[int(r["cfg.seed"])] = 100.0 * float(own.groupby("problem")["correct"].mean().mean())
+    return out
+
+
+def paired(config: dict[int, float], baseline: dict[int, float]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The seeds both arms finished, and their scores in seed order."""
+    seeds = sorted(set(config) & set(baseline))
+    return seeds, np.array([config[s] for s in seeds]), np.array([baseline[s] for s in seeds])
+
+
+def _f(value, fmt: str = "+.2f") -> str:
+    return "n/a" if value is None or value != value else format(value, fmt)
+
+
+def markdown(result: dict) -> str:
+    """confirm.md: what ran, the locked check, per benchmark the paired and Welch intervals, the verdict."""
+    plan, level = result["plan"], result["level"]
+    pct = f"{round(100 * level)}%"
+    est = result["sweep_estimate"]
+    lines = [f"# Confirmation of {plan['config']!r} against {plan['baseline']!r}", "",
+             f"**{result['verdict_line']}**", "",
+             f"- Sweep: {plan['results_dir']} (metric {result['metric']}); config chosen as {plan['chosen_how']}; "
+             f"baseline: {plan['baseline_how']}.",
+             f"- Fresh seeds {plan['seeds']} for both arms (seed count: {plan['seeds_how']}); the sweep's seeds go "
+             f"up to {plan['largest_sweep_seed']}, so none is reused.",
+             f"- Runs: {plan['folders']['config']} and {plan['folders']['baseline']} (rerun the same command to "
+             "finish or resume them; finished runs are skipped).", ""]
+    locked = result["locked"]
+    if locked["locked"]:
+        lines.append(f"Locked benchmark {locked['name']} ({locked['overrides']}): no run of the sweep evaluated it.")
+    else:
+        lines.append(f"**{locked['overrides']} is not locked: {locked['seen_runs']} run(s) of this sweep evaluated "
+                     f"{locked['name']}** (e.g. {locked['examples'][0]}); the verdict is not from a locked benchmark.")
+    lines += ["", f"## config - baseline, paired by seed ({pct} intervals)", "",
+              "| benchmark | role | pairs | config mean | baseline mean | difference | paired CI | p (paired) | "
+              "Welch CI | p (Welch) | seed correlation |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for bench in result["benchmarks"]:
+        d = bench["difference"]
+        lines.append(f"| {bench['name']} | {bench['role']} | {d['n']} | {_f(d['config_mean'], '.2f')} | "
+                     f"{_f(d['baseline_mean'], '.2f')} | {_f(d['delta'])} | [{_f(d['paired_low'])}, "
+                     f"{_f(d['paired_high'])}] | {_f(d['paired_p'], '.3g')} | [{_f(d['welch_low'])}, "
+                     f"{_f(d['welch_high'])}] | {_f(d['welch_p'], '.3g')} | {_f(d['correlation'], '.2f')} |")
+    lines += ["", "## The sweep's own estimate (selected: optimistic)", "",
+              f"In the sweep, {plan['config']!r} scored {_f(est.get('mean'), '.2f')} over {est.get('n')} seeds "
+              f"[{_f(est.get('ci_low'), '.2f')}, {_f(est.get('ci_high'), '.2f')}], "
+              f"{_f(est.get('delta_baseline'))} vs the baseline [{_f(est.get('baseline_low'))}, "
+              f"{_f(est.get('baseline_high'))}]. It was **selected** ({plan['chosen_how']}): the maximum of noisy "
+              "estimates sits above its true value (winner's curse), so this number is optimistic; the fresh seeds "
+              "above took no part in the choice.", "",
+              "## How the verdict is read", "",
+              f"On the locked benchmark, the paired {pct} interval of config - baseline over the fresh seeds: "
+              "**confirmed** when its lower bound is > 0; **not confirmed** when its upper bound is <= 0 (no "
+              "improvement is compatible with the data); **inconclusive** otherwise (the interval holds 0 and a "
+              "gain), or with fewer than 2 paired seeds. More seeds (--seeds) narrow it. The Welch interval ignores "
+              "the pairing: when it is much wider, the seed shares noise between the arms and pairing helps."]
+    if result.get("missing"):
+        lines += ["", "Runs that did not finish (rerun the command): " + "; ".join(result["missing"])]
+    return "\n".join(lines) + "\n"
+
+
+def write(result: dict, out: Path) -> tuple[Path, Path]:
+    md, js = out / "confirm.md", out / "confirm.json"
+    md.write_text(markdown(result))
+    js.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return md, js
+
+
+def bounded(diff: Difference, metric: str) -> Difference:
+    """The intervals of a percent score's difference cut at -100 and +100."""
+    if not stats.is_percent_score(metric):
+        return diff
+    from dataclasses import replace
+    pl, ph = stats.bounded(diff.paired_low, diff.paired_high, stats.DIFFERENCE_BOUNDS)
+    wl, wh = stats.bounded(diff.welch_low, diff.welch_high, stats.DIFFERENCE_BOUNDS)
+    return replace(diff, paired_low=pl, paired_high=ph, welch_low=wl, welch_high=wh)
