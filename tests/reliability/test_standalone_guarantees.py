@@ -56,3 +56,15 @@ def test_an_adapter_rewritten_at_the_same_path_is_evaluated_again(tiny_cache, tm
     from opsd_sweep.run.identity import content_identity
 
     assert second["checkpoint_identity"] == content_identity(adapter) != first["checkpoint_identity"]
+
+
+def test_a_finished_evaluation_run_again_is_skipped_and_says_so(tiny_cache, tmp_path, capsys):
+    first = evaluate_standalone(eval_run(tiny_cache, tmp_path))
+    _, run_dir = locate_eval_dir(eval_run(tiny_cache, tmp_path))
+    status = run_dir.read_status()
+    assert status["host"] and status["pid"]  # `python -m opsd_sweep.status` shows where it ran
+    capsys.readouterr()
+    again = evaluate_standalone(eval_run(tiny_cache, tmp_path))
+    out = capsys.readouterr().out
+    assert f"[evaluate] skip {run_dir.path.name}: finished, with today's scores" in out and "avg@" in out
+    assert again["created_at"] == first["created_at"] and run_dir.read_status() == status  # nothing rewritten

@@ -26,6 +26,7 @@ from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.run.claims import claim_run, release_run
 from opsd_sweep.run.keys import EVAL_ONLY, eval_inputs, eval_key
+from opsd_sweep.run.record import RunRecord, UnreadableRun
 from opsd_sweep.run.rundir import RunDir, atomic_write_text, utc_now
 from opsd_sweep.run.takeover import Location, locate_dir, take_over_earlier
 from opsd_sweep.tiny import ensure_tiny_assets
@@ -61,6 +62,15 @@ def _one_checkpoint(run: RunConfig) -> list[str]:
     return []
 
 
+def finished_evaluation(run_dir: RunDir) -> dict | None:
+    """The eval.json of a finished evaluation whose scores count today (run.record.RunRecord), else None."""
+    try:
+        record = RunRecord.read(run_dir)
+    except (UnreadableRun, OSError):
+        return None
+    return record.evaluation if record.counts else None
+
+
 def evaluate_standalone(run: RunConfig) -> dict:
     """Evaluate unless up to date. Ctrl-C / SIGTERM mark the evaluation interrupted (a rerun resumes its
     finished shards) and raise on: python -m opsd_sweep.evaluate exits 130 / 143, as a cycle does."""
@@ -73,12 +83,17 @@ def _evaluate_standalone(run: RunConfig) -> dict:
     key, run_dir = where.key, take_over_earlier(where)
     claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
     try:
+        if not run.force and (finished := finished_evaluation(run_dir)) is not None:
+            print(f"[evaluate] skip {run_dir.path.name}: finished, with today's scores (force=true evaluates it "
+                  "again)", flush=True)
+            print(summary_line(finished), flush=True)
+            return finished
         if run.force:  # from scratch: no eval.json, no finished shards (only under the claim: never another's)
             shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
         run_dir.write_identity(key, where.inputs)
         run_dir.update_status(key=key, kind=EVAL_ONLY, state="evaluating", started_at=utc_now(), ended_at=None,
-                              error=None)
+                              error=None, host=claim.owner["host"], pid=claim.owner["pid"], job_id=claim.owner["job_id"])
         print(f"[evaluate] {run.model.name} ({run.eval.checkpoint or 'base model'}) on {run.eval.name} "
               f"-> {run_dir.path}", flush=True)
         checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None
