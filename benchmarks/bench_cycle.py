@@ -8,6 +8,9 @@
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-kv-cache fp8   # part 2 alone
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-attention-backend FLASHINFER
     python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-without-adapter
+    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --adapter init --eval-problems 8 \
+        --lengths published --time-limit 900      # a measured part of 96 real-length requests (issue 39)
+    python3 benchmarks/bench_cycle.py --work /tmp/x --eval-from PART.json --sweep-from SWEEP.json  # CPU: the record
 
 Part 1, cycles as a user runs them: one sweep of --cycles seeds through `python -m opsd_sweep -m` on the
 random-init Qwen3-1.7B world (opsd_sweep.random_world: student / teacher prompts ~300 / ~1,500 tokens),
@@ -19,13 +22,20 @@ time (eval.json). The steady step is the median of every cycle's steps 2..N; a c
 its phase time minus N steady steps minus its eval generation (process or worker hand-over, loading,
 engine start, compiles, checkpoints, grading).
 
-Part 2 (GPU only), an AIME24-sized evaluation at thinking lengths: 30 problems x 12 samples, each
-forced to its length (lognormal, mean 5,000, clipped to [64, 38,912], drawn as in bench_vllm_tp_dp.py:
-mean 4,765), through the evaluator's run_plan on a vLLM engine configured as the cycle's own (the
-trained adapter as a LoRARequest, eval.max_num_seqs, the GPU share of the engine that evaluates a cycle:
-the rollout engine's, or with --eval-kv-cache fp8 the eval phase's own engine's), timed from the first
-request to the last sample, every engine step timed with the requests in the engine (eval_trace.py; its
-plot: `python3 benchmarks/eval_trace.py RECORD.json`). With --eval-kv-cache fp8 the sweep's cycles use it
+Part 2 (GPU only), an AIME24-sized evaluation at thinking lengths: --eval-problems (30) problems x 12
+samples, each forced to a length drawn from --lengths (length_model.py: `published`, the default, mean
+~19,000 with ~5% at the 38,912 cap as thinking-mode AIME24 on Qwen3-1.7B is published; `short`, the old
+mean-5,000 probe; `sweep:RESULTS_DIR`, a real sweep's own lengths), through the evaluator's run_plan on a
+vLLM engine configured as the cycle's own (the adapter as a LoRARequest, eval.max_num_seqs, the GPU share
+of the engine that evaluates a cycle: the rollout engine's, or with --eval-kv-cache fp8 the eval phase's
+own engine's), timed from the first request to the last sample, every engine step timed with its
+sequences decoding and the KV tokens they read (eval_trace.py; `step_trace` in the record; the plot:
+`python3 benchmarks/eval_trace.py RECORD.json`). The record carries the length model
+(`length_model`, `eval_length_mean_tokens`), the forced and prompt lengths, and the eval's KV-read floor
+from the lengths generated (`eval_floor_s`, `eval_floor_ratio` = generation time / floor). --time-limit
+stops the part past that many seconds of generation (the record says so and keeps the trace).
+--adapter init serves a PEFT adapter of the run's LoRA shape as the trainer initialises it (no 1-step
+cycle: the trained weights change neither the forced lengths nor the work a step does). With --eval-kv-cache fp8 the sweep's cycles use it
 too, so their fixed cost includes the eval engine each one starts. Two probes of part 2 alone change its
 engine, to find where the eval's tail goes: --eval-attention-backend (vLLM's attention kernels) and
 --eval-without-adapter (the base model served without LoRA: the speed of merged weights, same shapes).
@@ -34,8 +44,12 @@ The 100-step cycle is then PROJECTED (not measured end to end), per cycle after 
 its fixed cost + 100 x the measured steady step + the AIME-sized generation and grading (part 1's own
 small eval with --skip-eval or --tiny, and the JSON says which), times the GPUs. --eval-only runs part 2
 alone, on the adapter of one 1-step uncompiled cycle (its trained weights do not change the forced
-lengths; a later --eval-only with the same --work, --eval-kv-cache and --override reuses it), and writes OUT/aime_sized_eval_<UTC date>_<kv
-cache>[_<probe>].json, the record --eval-from reads (a probe's record is refused there: not the cycle's eval). Writes
+lengths; a later --eval-only with the same --work, --eval-kv-cache and --override reuses it), and writes
+OUT/aime_sized_eval_<UTC date>_<kv cache>[_<probe>][_<lengths>].json, the record --eval-from reads (a
+probe's record is refused there: not the cycle's eval). A part of fewer than 360 samples is projected to
+the 360-sample eval by eval_step_model.py refitted on its trace (PROJECTION, with the part's fit error).
+--sweep-from takes part 1's figures from an earlier record (bench_cycle or gpu_check) instead of a sweep:
+with --eval-from, the record is written on the CPU from two measured records. Writes
 OUT/bench_cycle_<UTC date>.json with gpu_minutes_per_cycle and fixed_cost_s_after_first. Random weights
 never emit EOS, so rollouts always run 1,024 tokens (the recipe's cap; real rollouts are shorter). On
 CPU (--tiny) the "GPU-minutes" are the phases' wall minutes on the CPU: a smoke check, not a figure.
@@ -58,60 +72,118 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from bench_vllm_tp_dp import N_SAMPLES, draw_lengths, summarize  # noqa: E402
-from eval_trace import TimedSteps, engine_args_with, summarize_steps  # noqa: E402
+import length_model  # noqa: E402
+from bench_vllm_tp_dp import N_SAMPLES, summarize  # noqa: E402
+from eval_trace import TimedSteps, TimeLimit, engine_args_with, summarize_steps  # noqa: E402
 
 from opsd_sweep import random_world  # noqa: E402
 from opsd_sweep.gpu_check import checked_cycle, run, step_parts, sweep_args  # noqa: E402
 from opsd_sweep.run.rundir import gpu_hours  # noqa: E402
 
 RECIPE_STEPS, TARGET_GPU_MINUTES, SEED_WORKFLOW_GPU_MINUTES = 100, 12.0, (112, 132)
+EVAL_PROBLEMS = 30  # AIME24
 TARGET_FIXED_COST_S = 20.0
 DEFAULT_ATTENTION, WITHOUT_ADAPTER = "vLLM's choice", "none (the base model: merged weights' speed)"
 TINY = ["profile=tiny", "eval.max_problems=4", "eval.n_samples=1", "hydra.launcher.max_parallel=1"]
 WORKER = re.compile(r"=== \S+ phase worker (\d+): train ===")
 
 
-def cycle_eval_setup(run_dir: Path, kv_cache_dtype: str = "auto", adapter: bool = True):
-    """(engine spec, prompts, planned shards) of part 2 on a cycle's run dir: the engine set up as the cycle's
-    evaluator sets up its own (its GPU share where the rollout engine evaluates), 30 problems x 12 samples."""
+def run_and_checkpoint(run_dir: Path):
+    """(the run's config, its latest checkpoint) as a cycle's run dir records them."""
     from omegaconf import OmegaConf
 
     from opsd_sweep.config import from_dict
+    from opsd_sweep.run.rundir import RunDir
+
+    rd = RunDir(run_dir)
+    return from_dict(OmegaConf.to_container(OmegaConf.load(rd.config))), rd.latest_checkpoint()
+
+
+def composed_run(world: Path, settings: list[str]):
+    """The config a 1-step cycle on the world with `settings` would run, composed as `python -m opsd_sweep`
+    composes it, without running it."""
+    from hydra import compose, initialize_config_dir
+
+    from opsd_sweep import CONF_DIR
+    from opsd_sweep.config import load_run_config
+
+    overrides = [a for a in sweep_args(world, None, 1, 16, 1, "1", world / "results", "bench-eval") if a != "-m"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides + settings, return_hydra_config=False)
+    return load_run_config(cfg)
+
+
+def init_adapter(run, out: Path) -> Path:
+    """A PEFT adapter of the run's LoRA shape as the trainer initialises it (its seed; B = 0), saved on the
+    CPU: what a LoRARequest serves costs the same whatever its values."""
+    if (out / "adapter_config.json").exists():
+        return out
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, set_seed
+
+    lora = run.train.lora
+    model = AutoModelForCausalLM.from_pretrained(run.model.path, dtype=torch.bfloat16)
+    set_seed(run.seed)
+    model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                             target_modules=list(lora.target_modules), task_type="CAUSAL_LM"))
+    model.save_pretrained(out)
+    return out
+
+
+def cycle_eval_setup(run_dir: Path | None = None, kv_cache_dtype: str = "auto", adapter: bool = True,
+                     problems: int = EVAL_PROBLEMS, run=None, checkpoint: Path | None = None):
+    """(engine spec, prompts, planned shards) of part 2 on a cycle's run dir (or its config and checkpoint):
+    the engine set up as the cycle's evaluator sets up its own (its GPU share where the rollout engine
+    evaluates), `problems` problems x 12 samples."""
     from opsd_sweep.evaluate.datasets import load_problems
     from opsd_sweep.evaluate.evaluator import engine_spec
     from opsd_sweep.evaluate.prompts import render_eval_prompts
     from opsd_sweep.evaluate.shards import plan_shards
     from opsd_sweep.modeling import load_tokenizer
-    from opsd_sweep.run.rundir import RunDir
     from opsd_sweep.train.engine_plan import rollout_engine_serves_eval
 
-    rd = RunDir(run_dir)
-    run = from_dict(OmegaConf.to_container(OmegaConf.load(rd.config)))
+    if run is None:
+        run, checkpoint = run_and_checkpoint(run_dir)
     run = replace(run, eval=replace(run.eval, backend="vllm", n_samples=N_SAMPLES, max_new_tokens=38912,
-                                    kv_cache_dtype=kv_cache_dtype))
-    problems = load_problems(run.eval)
-    spec = engine_spec(run, rd.latest_checkpoint())
+                                    kv_cache_dtype=kv_cache_dtype, max_problems=problems))
+    chosen = load_problems(run.eval)
+    spec = engine_spec(run, checkpoint)
     spec = spec if adapter else replace(spec, adapter_path=None)
     if rollout_engine_serves_eval(run, world_size=1)[0]:  # the cycle evaluates on its rollout engine: that share
         spec = replace(spec, gpu_memory_utilization=run.rollout.gpu_memory_utilization)
-    prompts = render_eval_prompts(load_tokenizer(run.model), run.eval, problems)
-    return spec, prompts, plan_shards([p.id for p in problems], N_SAMPLES, run.eval.shard_size, run.seed)
+    prompts = render_eval_prompts(load_tokenizer(run.model), run.eval, chosen)
+    return spec, prompts, plan_shards([p.id for p in chosen], N_SAMPLES, run.eval.shard_size, run.seed)
 
 
-def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype: str = "auto",
-                    attention_backend: str | None = None, adapter: bool = True) -> dict:
-    """Part 2: 360 forced-length requests on an engine set up like the cycle's, timed step by step
-    (kv_cache_dtype: the evaluator option eval.kv_cache_dtype; attention_backend, adapter: probes)."""
+def kv_cache_tokens(engine) -> int | None:
+    """The engine's KV cache in tokens (its blocks x block size), where vLLM tells the front end."""
+    try:
+        cache = engine.vllm_config.cache_config
+        return int(cache.num_gpu_blocks) * int(cache.block_size) if cache.num_gpu_blocks else None
+    except Exception:  # noqa: BLE001 - a figure for the record, never a reason to fail the run
+        return None
+
+
+def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache_dtype: str = "auto",
+                    attention_backend: str | None = None, adapter: bool = True, lengths: str = "published",
+                    problems: int = EVAL_PROBLEMS, time_limit: float | None = None, run=None,
+                    checkpoint: Path | None = None, partial: Path | None = None) -> dict:
+    """Part 2: problems x 12 forced-length requests on an engine set up like the cycle's, every step traced
+    (kv_cache_dtype: the evaluator option eval.kv_cache_dtype; attention_backend, adapter: probes; lengths:
+    length_model.parse's; partial: where the record so far is rewritten every 30 s while it runs)."""
     from opsd_sweep.evaluate.generate import Job, Shard
     from opsd_sweep.evaluate.runner import run_plan
     from opsd_sweep.evaluate.shards import ShardStore
 
-    spec, prompts, planned = cycle_eval_setup(run_dir, kv_cache_dtype, adapter)
-    lengths = iter(draw_lengths(sum(len(s.jobs) for s in planned), length_seed))
-    shards = [Shard(s.index, s.seed, tuple(Job(j.problem, j.sample, j.seed, next(lengths)) for j in s.jobs))
-              for s in planned]
-    forced = [j.length for s in shards for j in s.jobs]
+    spec, prompts, planned = cycle_eval_setup(run_dir, kv_cache_dtype, adapter, problems, run, checkpoint)
+    model = length_model.parse(lengths)
+    drawn = model.draw(problems, N_SAMPLES, length_seed)  # problem p's sample s at p * 12 + s
+    shards = [Shard(s.index, s.seed, tuple(Job(j.problem, j.sample, j.seed, drawn[j.problem * N_SAMPLES + j.sample])
+                                           for j in s.jobs)) for s in planned]
+    jobs = [j for s in shards for j in s.jobs]  # in the order they are submitted
+    forced, prompt_lens = [j.length for j in jobs], [len(prompts[j.problem]) for j in jobs]
+    bytes_per_token = length_model.kv_bytes_per_token(Path(spec.model_path), kv_cache_dtype)
     store = ShardStore(work / "aime_shards", "bench")
     store.remove()
     store.prepare()
@@ -119,19 +191,48 @@ def aime_sized_eval(run_dir: Path, work: Path, length_seed: int, kv_cache_dtype:
     from opsd_sweep.evaluate.vllm_engine import VLLMEngine
 
     with engine_args_with(**({"attention_backend": attention_backend} if attention_backend else {})):
-        timed = TimedSteps(VLLMEngine._start(spec, spec.adapter_path is not None))
-    engine = VLLMEngine(spec, timed)  # served as the evaluator serves an engine it is given
+        started_engine = VLLMEngine._start(spec, spec.adapter_path is not None)
     engine_s = time.monotonic() - started
-    started = time.monotonic()
-    run_plan(spec, prompts, shards, store, [["0"]], desc="aime-sized eval", attach=lambda _spec: engine)
-    generation_s = time.monotonic() - started
-    samples = store.read(shards)
-    mismatches = sum(samples[j.problem, j.sample].n_tokens != j.length for s in shards for j in s.jobs)
-    return {"requests": len(forced), "lengths": summarize(forced, forced), "engine_start_s": round(engine_s, 1),
-            "generation_s": round(generation_s, 1), "tokens_per_s": round(sum(forced) / generation_s),
-            "length_mismatches": mismatches, "max_num_seqs": spec.max_num_seqs, "kv_cache_dtype": kv_cache_dtype,
+    base = {"requests": len(forced), "problems": problems, "samples_per_problem": N_SAMPLES,
+            "length_seed": length_seed, **length_model.record_fields(model, forced),
+            "lengths": summarize(forced, forced), "forced_lengths": forced, "prompt_lengths": prompt_lens,
+            "engine_start_s": round(engine_s, 1), "max_num_seqs": spec.max_num_seqs,
+            "kv_cache_dtype": kv_cache_dtype, "kv_cache_tokens": kv_cache_tokens(started_engine),
             "gpu_memory_utilization": spec.gpu_memory_utilization, **probe_fields(attention_backend, adapter),
-            "engine_steps": summarize_steps(timed.steps, spec.max_num_seqs)}
+            "time_limit_s": time_limit}
+
+    def progress(timed: TimedSteps) -> None:
+        if partial is not None:
+            partial.write_text(json.dumps(base | {"status": "running", "steps_so_far": len(timed.steps),
+                                                  "done_so_far": sum(s[3] for s in timed.steps),
+                                                  "engine_steps": summarize_steps(timed.steps, spec.max_num_seqs),
+                                                  "step_trace": timed.trace}))
+
+    timed = TimedSteps(started_engine, trace=True, limit_s=time_limit, progress=progress)
+    engine = VLLMEngine(spec, timed)  # served as the evaluator serves an engine it is given
+    started, status = time.monotonic(), "complete"
+    try:
+        run_plan(spec, prompts, shards, store, [["0"]], desc="aime-sized eval", attach=lambda _spec: engine)
+    except TimeLimit as stopped:
+        status = f"cut by --time-limit: {stopped}"
+    generation_s = time.monotonic() - started
+    record = base | {"status": status, "generation_s": round(generation_s, 1),
+                     "engine_steps": summarize_steps(timed.steps, spec.max_num_seqs), "step_trace": timed.trace}
+    if status != "complete":  # what was decoded before the cut: the trace's own KV reads
+        traced = sum(timed.trace["kv_tokens"])
+        floor = traced * bytes_per_token / length_model.HBM_BYTES_PER_S
+        return record | {"done": sum(s[3] for s in timed.steps), "kv_bytes_per_token": bytes_per_token,
+                         "traced_kv_read_tokens": traced, "traced_floor_s": round(floor, 1),
+                         "traced_floor_ratio": round(sum(timed.trace["seconds"]) / floor, 3) if floor else None}
+    samples = store.read(shards)
+    generated = [samples[j.problem, j.sample].n_tokens for j in jobs]
+    floor = length_model.kv_read_floor(prompt_lens, generated, bytes_per_token, generation_s)
+    traced = sum(timed.trace["kv_tokens"])
+    return record | {"tokens_per_s": round(sum(generated) / generation_s),
+                     "length_mismatches": sum(g != n for g, n in zip(generated, forced)), **floor,
+                     "traced_kv_read_tokens": traced,
+                     "traced_step_floor_ratio": round(sum(timed.trace["seconds"]) / (traced * bytes_per_token /
+                                                      length_model.HBM_BYTES_PER_S), 3) if traced else None}
 
 
 def probe_fields(attention_backend: str | None, adapter: bool) -> dict:
@@ -182,22 +283,97 @@ def adapter_run(work: Path, settings: list[str], env: dict) -> Path:
 
 
 def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
-    """Part 2 alone: one 1-step cycle for an adapter, then its eval."""
+    """Part 2 alone: an adapter (a 1-step cycle's, or --adapter init), then its eval, then (a part of fewer
+    than 360 samples) its PROJECTION to the 360-sample eval."""
     import torch
 
-    run_dir = adapter_run(work, adapter_settings(args), env)
-    record = {"device": torch.cuda.get_device_name(0),
-              "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), "command": command,
-              **aime_sized_eval(run_dir, work, args.length_seed, args.eval_kv_cache, args.eval_attention_backend,
-                                not args.eval_without_adapter)}
-    path = out / f"aime_sized_eval_{record['date']}_{args.eval_kv_cache}{probe_suffix(args)}.json"
+    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    lengths = "" if args.lengths == "published" else "_" + args.lengths.split(":")[0]
+    path = out / f"aime_sized_eval_{date}_{args.eval_kv_cache}{probe_suffix(args)}{lengths}.json"
+    head = {"device": torch.cuda.get_device_name(0), "date": date, "command": command}
+    if args.adapter == "init":
+        run = composed_run(random_world.build(work / "world"), adapter_settings(args))
+        checkpoint = init_adapter(run, work / "init_adapter")
+        where = {"run": run, "checkpoint": checkpoint, "run_dir": None}
+        head["adapter_weights"] = "PEFT-initialised (untrained) adapter of the run's LoRA shape"
+    else:
+        where = {"run_dir": adapter_run(work, adapter_settings(args), env)}
+        head["adapter_weights"] = "a 1-step cycle's trained adapter"
+    partial = path.with_name(path.stem + "_partial.json")
+    part = aime_sized_eval(where.pop("run_dir"), work, args.length_seed, args.eval_kv_cache,
+                           args.eval_attention_backend, not args.eval_without_adapter, args.lengths,
+                           args.eval_problems, args.time_limit, partial=partial, **where)
+    record = head | part
     path.write_text(json.dumps(record, indent=1))
+    partial.unlink(missing_ok=True)
     steps = record["engine_steps"]
-    print(f"[bench_cycle] AIME24-sized eval, kv cache {args.eval_kv_cache}, {record['attention_backend']}, adapter "
-          f"{record['adapter']}: generation {record['generation_s']} s, {record['tokens_per_s']} tok/s, engine start "
-          f"{record['engine_start_s']} s; done by {steps['done_by_s']}; steps by sequences decoding "
+    print(f"[bench_cycle] AIME24-sized eval part, {record['requests']} requests, lengths "
+          f"{record['length_model']['name']} (mean {record['eval_length_mean_tokens']}), kv cache "
+          f"{args.eval_kv_cache}, {record['attention_backend']}, adapter {record['adapter']}: {record['status']}; "
+          f"generation {record['generation_s']} s, floor {record.get('eval_floor_s')} s (ratio "
+          f"{record.get('eval_floor_ratio')}), engine start {record['engine_start_s']} s, KV cache "
+          f"{record['kv_cache_tokens']} tokens; done by {steps['done_by_s']}; steps by sequences decoding "
           f"{steps['by_sequences']}; {path}", flush=True)
     return record
+
+
+def eval_projection(recorded: dict) -> dict:
+    """The 360-sample eval of a recorded part: measured when it was one, else the step model refitted on the
+    part's trace (eval_step_model.traced_part: a PROJECTION, with the part's fit error)."""
+    if recorded["requests"] >= EVAL_PROBLEMS * N_SAMPLES:
+        return {"eval_s": recorded["generation_s"], "measured": True}
+    if "step_trace" not in recorded or recorded.get("status", "complete") != "complete":
+        raise ValueError(f"a part of {recorded['requests']} requests without a finished step trace: nothing to "
+                         "project the 360-sample eval from")
+    import eval_step_model
+
+    figures = eval_step_model.traced_part(recorded, [EVAL_PROBLEMS * N_SAMPLES], [])
+    projected = figures["projections"][0]
+    return {"eval_s": projected["seconds"], "measured": False, "projection": projected,
+            "fit": {k: v for k, v in figures["fit"].items() if k != "bands"},
+            "measured_part": figures["measured_part"]}
+
+
+def sweep_from(path: Path) -> dict:
+    """Part 1's figures from an earlier measured record: a bench_cycle record (steady_step_s,
+    fixed_cost_s_after_first) or a gpu_check record (its last, warm cycle's steady step and fixed cost)."""
+    recorded = json.loads(path.read_text())
+    if "steady_step_s" in recorded and "fixed_cost_s_after_first" in recorded:
+        steady, fixed = recorded["steady_step_s"], recorded["fixed_cost_s_after_first"]
+        grading = statistics.mean(c["eval_grading_s"] for c in recorded["per_cycle"][1:])
+    elif "cycles" in recorded and isinstance(recorded["cycles"], list):
+        warm = recorded["cycles"][-1]
+        steady, fixed, grading = warm["steady_step_s"], warm["fixed_cost_s"], warm["eval_grading_s"]
+    else:
+        raise ValueError(f"{path}: neither a bench_cycle record nor a gpu_check record")
+    return {"source": path.name, "device": recorded.get("device", recorded.get("gpu")), "date": recorded.get("date"),
+            "steady_step_s": steady, "fixed_cost_s_after_first": fixed, "eval_grading_s": grading}
+
+
+def record_from_records(sweep: dict, recorded: dict, eval_from: Path, command: str) -> dict:
+    """The bench_cycle record of a recipe cycle from two measured records (part 1 from --sweep-from, part 2
+    from --eval-from): every figure of it a PROJECTION to 100 steps and the 360-sample eval."""
+    evaluated = eval_projection(recorded)
+    eval_s = evaluated["eval_s"] + sweep["eval_grading_s"] * 12
+    steps_s = RECIPE_STEPS * sweep["steady_step_s"]
+    minutes = (sweep["fixed_cost_s_after_first"] + steps_s + eval_s) / 60
+    floor_360 = evaluated.get("projection", {}).get("eval_floor_s", recorded.get("eval_floor_s"))
+    return {"device": recorded.get("device"), "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+            "command": command, "sweep_from": sweep, "eval_from": eval_from.name,
+            "length_model": recorded["length_model"], "eval_length_mean_tokens": recorded["eval_length_mean_tokens"],
+            "eval_part": {k: recorded.get(k) for k in ("requests", "status", "generation_s", "engine_start_s",
+                                                      "tokens_per_s", "eval_floor_s", "eval_floor_ratio",
+                                                      "kv_cache_tokens", "gpu_memory_utilization", "adapter",
+                                                      "adapter_weights", "length_mismatches")},
+            "eval_floor_ratio": recorded.get("eval_floor_ratio"), "eval_360": evaluated | {"floor_s": floor_360},
+            "gpu_minutes_per_cycle": round(minutes, 2), "target": TARGET_GPU_MINUTES,
+            "vs_seed_workflow": [round(x / minutes, 1) for x in SEED_WORKFLOW_GPU_MINUTES],
+            "parts_minutes": {"fixed": round(sweep["fixed_cost_s_after_first"] / 60, 2),
+                              "steps": round(steps_s / 60, 2), "eval": round(eval_s / 60, 2)},
+            "note": "gpu_minutes_per_cycle is a PROJECTION: 100 x the steady step and the fixed cost measured in "
+                    f"{sweep['source']}, the 360-sample eval " + ("measured" if evaluated["measured"] else
+                    "PROJECTED by the step model refitted on the measured part's trace") + f" ({eval_from.name}); "
+                    "eval_floor_ratio is the measured part's"}
 
 
 def cycle_record(run_dir: Path, steps: int) -> dict:
@@ -272,7 +448,24 @@ def main(argv=None) -> dict:
     parser.add_argument("--eval-without-adapter", action="store_true",
                         help="--eval-only probe: part 2 serves the base model without LoRA (merged weights' speed)")
     parser.add_argument("--override", action="append", default=[], help="one more sweep override, e.g. train.fp32_matmul=ieee")
+    length_model.add_argument(parser)
+    parser.add_argument("--eval-problems", type=int, default=EVAL_PROBLEMS,
+                        help="part 2's problems (x 12 samples): fewer than 30 measure a part, projected to the 360")
+    parser.add_argument("--adapter", default="cycle", choices=["cycle", "init"],
+                        help="--eval-only: the adapter of a 1-step cycle, or one of the run's LoRA shape as the "
+                             "trainer initialises it (no cycle: ~4 GPU-minutes less)")
+    parser.add_argument("--time-limit", type=float, default=None,
+                        help="part 2: stop past this many seconds of generation (the record keeps the trace)")
+    parser.add_argument("--sweep-from", type=Path, default=None,
+                        help="with --eval-from: part 1's figures from this earlier record (bench_cycle or gpu_check) "
+                             "instead of a sweep; the record is written on the CPU")
     args = parser.parse_args(argv)
+    try:
+        lengths = length_model.parse(args.lengths)
+    except ValueError as err:
+        parser.error(str(err))
+    if not 1 <= args.eval_problems <= EVAL_PROBLEMS:
+        parser.error(f"--eval-problems {args.eval_problems}: give 1 to {EVAL_PROBLEMS}")
     if args.cycles < 3 or args.steps < 2:
         parser.error(f"--cycles {args.cycles} --steps {args.steps}: give >= 3 cycles (the first is cold) and "
                      ">= 2 steps (step 1 compiles)")
@@ -291,6 +484,13 @@ def main(argv=None) -> dict:
             parser.error(f"--eval-from {args.eval_from} recorded an eval with kv_cache_dtype "
                          f"{recorded.get('kv_cache_dtype', 'auto')}, not --eval-kv-cache {args.eval_kv_cache}: give "
                          "a record of the same evaluator")
+        recorded_lengths = recorded.get("length_model", {}).get("name", "short")  # before issue 39: the short model
+        if recorded_lengths != lengths.name:
+            parser.error(f"--eval-from {args.eval_from} was forced to the {recorded_lengths} length model, not "
+                         f"--lengths {args.lengths}: the short model is a probe, never a cycle's eval; give "
+                         f"--lengths {recorded_lengths} to project with it anyway")
+    if args.sweep_from is not None and args.eval_from is None:
+        parser.error("--sweep-from takes part 1 from a record: give part 2's record with --eval-from too")
     if args.tiny and args.eval_kv_cache != "auto":
         parser.error(f"--tiny --eval-kv-cache {args.eval_kv_cache}: the tiny profile evaluates on hf, whose KV cache "
                      "keeps the model's dtype; give --eval-kv-cache auto or run on a GPU")
@@ -306,6 +506,16 @@ def main(argv=None) -> dict:
     command = "python3 benchmarks/bench_cycle.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.eval_only:
         return eval_only(work, out, args, command, env)
+    if args.sweep_from is not None:
+        report = record_from_records(sweep_from(args.sweep_from), recorded, args.eval_from, command)
+        name = "" if lengths.name == "published" else f"_{lengths.name}"
+        path = out / f"bench_cycle_{report['date']}{name}.json"
+        path.write_text(json.dumps(report, indent=1))
+        print(f"[bench_cycle] from {args.sweep_from.name} and {args.eval_from.name}: PROJECTED "
+              f"{report['gpu_minutes_per_cycle']} GPU-minutes per recipe cycle {report['parts_minutes']}, eval at "
+              f"{report['length_model']['name']} lengths (mean {report['eval_length_mean_tokens']}), the measured "
+              f"part at {report['eval_floor_ratio']}x its KV-read floor; {path}", flush=True)
+        return report
     results, seeds = work / "results", ",".join(str(i) for i in range(1, args.cycles + 1))
     if args.tiny:
         cache = (args.cache_dir or work / "cache").absolute()
@@ -336,17 +546,29 @@ def main(argv=None) -> dict:
                       "each later cycle's measured fixed cost", "per_cycle": cycles}
     path = out / f"bench_cycle_{report['date']}.json"
     if recorded is not None:
-        eval_s = recorded["generation_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
+        evaluated = eval_projection(recorded)
+        eval_s = evaluated["eval_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
         report |= projection(cycles, figures, eval_s, f"AIME24-sized, recorded in {args.eval_from.name} (not "
-                             "measured in this run), grading scaled by 12x the samples")
+                             "measured in this run" + ("" if evaluated["measured"] else "; its 360 samples "
+                             "PROJECTED from a measured part") + "), grading scaled by 12x the samples")
+        report |= {"length_model": recorded.get("length_model", {"name": "short"}),
+                   "eval_length_mean_tokens": recorded.get("eval_length_mean_tokens", recorded["lengths"]["mean"]),
+                   "eval_floor_ratio": recorded.get("eval_floor_ratio")}
     elif args.tiny or args.skip_eval:
         small = statistics.mean(c["eval_generation_s"] + c["eval_grading_s"] for c in cycles[1:])
         report |= projection(cycles, figures, small, "the sweep's own small eval (not AIME-sized)")
     else:  # part 1's figures are kept should part 2 not finish (a lost machine)
         path.write_text(json.dumps(report | {"aime_eval": "not finished"}, indent=1))
-        report["aime_eval"] = aime = aime_sized_eval(runs[0], work, args.length_seed, args.eval_kv_cache)
-        eval_s = aime["generation_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
-        report |= projection(cycles, figures, eval_s, "AIME24-sized (part 2), grading scaled by 12x the samples")
+        report["aime_eval"] = aime = aime_sized_eval(runs[0], work, args.length_seed, args.eval_kv_cache,
+                                                     lengths=args.lengths, problems=args.eval_problems,
+                                                     time_limit=args.time_limit)
+        evaluated = eval_projection(aime)
+        eval_s = evaluated["eval_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
+        report |= projection(cycles, figures, eval_s, "AIME24-sized (part 2" + ("" if evaluated["measured"] else
+                             ", its 360 samples PROJECTED from the measured part") + "), grading scaled by 12x the "
+                             "samples")
+        report |= {"length_model": aime["length_model"], "eval_length_mean_tokens": aime["eval_length_mean_tokens"],
+                   "eval_floor_ratio": aime.get("eval_floor_ratio"), "eval_360": evaluated}
     path.write_text(json.dumps(report, indent=1))
     print(f"[bench_cycle] {device}, {report['launcher_path']}: steady step {figures['steady_step_s']} s, fixed cost "
           f"{figures['fixed_cost_s_first']} s (first cycle), {figures['fixed_cost_s_after_first']} s after "

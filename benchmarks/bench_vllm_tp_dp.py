@@ -8,9 +8,12 @@ through opsd_sweep.evaluate.runner.run_plan), same GPUs, same 30 problems x 12 s
     .venv/bin/python benchmarks/bench_vllm_tp_dp.py --tiny --work /tmp/tpdp-tiny --out /tmp/tpdp-tiny  # CPU
 
 The first call builds a randomly initialised Qwen3-1.7B-shaped model (max_position_embeddings 40960) with
-an offline tokenizer under --work; later calls reuse it. Completion lengths: lognormal (sigma 1) with a
-mean of 5,000 tokens, clipped to [64, 38912] (Qwen3's thinking-mode cap), drawn once from --length-seed
-and divided by --scale; every request produces exactly its length (min_tokens = max_tokens, ignore_eos).
+an offline tokenizer under --work; later calls reuse it. Completion lengths: --lengths (length_model.py:
+`published`, the default, thinking-mode AIME24 on Qwen3-1.7B, mean ~19,000, ~5% at the 38,912 cap; `short`,
+the mean-5,000 lognormal of the records before 2026-12-04, a probe; `sweep:RESULTS_DIR`, a real sweep's),
+drawn once from --length-seed and divided by --scale; every request produces exactly its length
+(min_tokens = max_tokens, ignore_eos). Each record carries length_model, eval_length_mean_tokens and the
+eval's KV-read floor (eval_floor_s; eval_floor_ratio = wall / floor where the run finished).
 Sampling as Qwen3 thinking-mode evaluation (t 0.6, top_p 0.95, top_k 20), a seed per request.
 `published` steps one LLMEngine by hand, recording a timeline; at --time-limit s (wall, engine start
 included) it stops and PROJECTS the rest: a least-squares fit step_s = c0 + c1 * context tokens, summed over
@@ -34,26 +37,19 @@ from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+import length_model  # noqa: E402
 from opsd_sweep.evaluate.generate import EngineSpec, Job, Sampling, Shard
 from opsd_sweep.evaluate.shards import derive_seed
 from opsd_sweep.run.rundir import atomic_write_text
 
 N_PROBLEMS, N_SAMPLES, PROMPT_TOKENS = 30, 12, 100
-MEAN_TOKENS, SIGMA, MIN_TOKENS, CAP = 5000, 1.0, 64, 38912
+MIN_TOKENS, CAP = length_model.MIN_TOKENS, length_model.CAP
 MAX_MODEL_LEN, SEED, GPU_MEMORY = 40960, 0, 0.9
 WARMUP_STEPS = 20  # prefill chunks and first-call kernel compiles: left out of the step-cost fit
 SAMPLING = Sampling(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=CAP, min_new_tokens=0)
-
-
-def draw_lengths(n: int, seed: int) -> list[int]:
-    """Thinking-mode completion lengths: lognormal with mean MEAN_TOKENS, clipped to [MIN_TOKENS, CAP]."""
-    import numpy as np
-
-    mu = math.log(MEAN_TOKENS) - SIGMA ** 2 / 2  # a lognormal's mean is exp(mu + sigma^2 / 2)
-    draws = np.random.default_rng(seed).lognormal(mu, SIGMA, n)
-    return [int(x) for x in np.clip(np.rint(draws), MIN_TOKENS, CAP)]
 
 
 def summarize(lengths: list[int], drawn: list[int]) -> dict:
@@ -278,8 +274,13 @@ def main() -> None:
                         help="published: wall seconds (engine start included) before projecting the rest")
     parser.add_argument("--scale", type=float, default=1.0, help="divide every drawn length by this")
     parser.add_argument("--length-seed", type=int, default=0)
+    length_model.add_argument(parser)
     parser.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, no vllm")
     args = parser.parse_args()
+    try:
+        lengths_model = length_model.parse(args.lengths)
+    except ValueError as err:
+        parser.error(str(err))
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     work, out = Path(args.work), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -288,10 +289,15 @@ def main() -> None:
     started = time.monotonic()
     model_dir, _, problems = build_assets(work, args.tiny, max_positions=MAX_MODEL_LEN)
     problem_ids, prompts = synthetic_prompts(model_dir, problems)
-    drawn = draw_lengths(N_PROBLEMS * N_SAMPLES, args.length_seed)
+    drawn = lengths_model.draw(N_PROBLEMS, N_SAMPLES, args.length_seed)
     lengths = [max(1, round(x / args.scale)) for x in drawn]
     shards = plan(problem_ids, lengths)
+    prompt_lens = [len(prompts[job.problem]) for shard in shards for job in shard.jobs]
+    forced = [job.length for shard in shards for job in shard.jobs]
+    bytes_per_token = length_model.kv_bytes_per_token(model_dir)
     base = {"tiny": args.tiny, "scale": args.scale, "length_seed": args.length_seed,
+            **length_model.record_fields(lengths_model, lengths), **length_model.kv_read_floor(
+                prompt_lens, forced, bytes_per_token),
             "lengths": summarize(lengths, drawn), "problems": N_PROBLEMS, "samples": N_SAMPLES,
             "prompt_tokens": PROMPT_TOKENS, "sampling": asdict(SAMPLING),
             "gpu_memory_utilization": GPU_MEMORY, "max_model_len": MAX_MODEL_LEN}
@@ -306,6 +312,9 @@ def main() -> None:
             row = run_ours(args, model_dir, problem_ids, prompts, shards, work)
         else:
             row = run_published(args, model_dir, prompts, shards, save)
+        wall = row.get("wall_s") or row.get("projected_total_s")
+        if isinstance(wall, (int, float)) and base["eval_floor_s"] > 0:  # time / KV-read floor (a projection's too)
+            row["eval_floor_ratio"] = round(wall / base["eval_floor_s"], 3)
         save(row)
         print(json.dumps({"config": config, **{k: v for k, v in row.items() if k != "timeline"}}), flush=True)
 

@@ -1,17 +1,24 @@
-"""What one engine serving several evaluations at once could buy, projected from an eval trace (issue 23).
+"""The eval engine's step cost, fitted to a traced eval, and what it projects (issues 23 and 39).
 
     python3 benchmarks/eval_step_model.py benchmarks/measured/aime_sized_eval_2026-12-03_auto_without_adapter.json
+    python3 benchmarks/eval_step_model.py RECORD.json --project-requests 360 --out FIT.json   # a traced part
 
-An AIME24-sized eval decodes as many engine steps as its longest sample has tokens, and 40% of its time
-goes to steps with 16 or fewer sequences. Several checkpoints' (or cycles') evals in one engine would decode
-their tails side by side. Whether that pays depends on what an engine step costs: a part paid once a step
-(weights, launches) is shared; the KV cache each sequence reads is not. This replays the traced eval's
-schedule (bench_vllm_tp_dp.decode_schedule: all requests submitted at once, admitted in order up to
-max_num_seqs, one token a step each, as the trace's step counts confirm), fits step seconds = a + b x (KV
-tokens read that step) to the trace's per-band seconds by least squares, and projects 1..N copies of the
-eval (copy c drawn with --length-seed + c, as bench_shared_tail.py draws them) in one engine. A PROJECTION:
-the replay has no preemption, so a projection whose peak KV exceeds the engine's KV cache is optimistic
-(the peak is printed in GB beside it).
+An AIME24-sized eval decodes as many engine steps as its longest sample has tokens; a step costs a part paid
+once a step (weights, launches) and the KV cache every sequence in it reads. This fits step seconds =
+a + b x (KV tokens read that step) to a traced eval and projects other evals with it:
+
+- a record with a per-step trace (`step_trace`: bench_cycle.py since issue 39 records every engine step's
+  seconds, sequences decoding and the KV tokens they read, from the engine's own outputs) is fitted step by
+  step; its forced lengths are replayed through a scheduler limited by the engine's KV cache (vLLM's:
+  requests admitted in order up to max_num_seqs while their blocks fit, the newest running request preempted
+  and recomputed later when a step's blocks do not fit), and the replay's seconds against the measured
+  generation seconds is the measured part's fit error; --project-requests N then PROJECTS an eval of N samples
+  (N / 12 problems of the record's length model, the same seed) on the same engine;
+- an older record (per-band seconds only) replays its lengths (redrawn from the short model with
+  --length-seed) without a KV limit, as its trace's step counts confirm the engine ran it, fits the bands by
+  least squares and projects 1..N copies of the eval in one engine (copy c drawn with --length-seed + c, as
+  bench_shared_tail.py draws them).
+Every projection is labelled PROJECTION; the replay leaves out the prefill a preempted request recomputes.
 """
 
 from __future__ import annotations
@@ -19,22 +26,98 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import deque
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_vllm_tp_dp import PROMPT_TOKENS, decode_schedule, draw_lengths  # noqa: E402
+import length_model  # noqa: E402
+from bench_vllm_tp_dp import PROMPT_TOKENS, decode_schedule  # noqa: E402
 from eval_trace import SEQUENCE_BANDS  # noqa: E402
 
 KV_BYTES_PER_TOKEN = 28 * 8 * 128 * 2 * 2  # Qwen3-1.7B: layers x KV heads x head dim x (K, V) x bf16
+BLOCK_SIZE = 16  # vLLM's KV-cache block, in tokens
+N_SAMPLES = 12
 
 
-def replay(lengths: list[int], max_num_seqs: int, prompt_tokens: int) -> np.ndarray:
-    """One row per engine step: (sequences decoding, KV tokens they read), all submitted at once."""
+def draw_lengths(n: int, seed: int) -> list[int]:
+    """The short model's draw (every record before issue 39 was forced to it)."""
+    return length_model.short().draw(1, n, seed)
+
+
+def prompts_of(prompt_tokens, n: int) -> list[int]:
+    return list(prompt_tokens) if isinstance(prompt_tokens, (list, tuple)) else [int(prompt_tokens)] * n
+
+
+def replay(lengths: list[int], max_num_seqs: int, prompt_tokens, kv_capacity: int | None = None) -> np.ndarray:
+    """One row per engine step: (sequences decoding, KV tokens they read), all submitted at once; with
+    kv_capacity (the engine's KV cache in tokens) scheduled as vLLM does when the cache runs short."""
     n = len(lengths)
-    return np.array(decode_schedule([prompt_tokens] * n, lengths, [0] * n, max_num_seqs), dtype=float)
+    prompts = prompts_of(prompt_tokens, n)
+    if kv_capacity is None:
+        return np.array(decode_schedule(prompts, lengths, [0] * n, max_num_seqs), dtype=float)
+    return kv_limited_schedule(prompts, lengths, max_num_seqs, kv_capacity)[0]
+
+
+def kv_limited_schedule(prompt_lens: list[int], lengths: list[int], max_num_seqs: int, kv_capacity: int,
+                        block_size: int = BLOCK_SIZE) -> tuple[np.ndarray, dict]:
+    """vLLM's scheduler with a KV cache of kv_capacity tokens, every request submitted at once: each step the
+    running requests (in admission order) take a slot for their next token, the newest running request
+    preempted (its blocks freed, back to the front of the queue, its tokens kept) while they do not fit;
+    in a step without preemption waiting requests are admitted in order while running < max_num_seqs and
+    the blocks of their whole context fit (a preempted one recomputes it: counted, not timed); then every
+    running request decodes a token. Returns the steps (sequences decoding, KV tokens read) and
+    {preemptions, recomputed_tokens, peak_kv_tokens, steps}."""
+    free = kv_capacity // block_size
+    generated, held = [0] * len(lengths), [0] * len(lengths)
+    waiting, running = deque(i for i, n in enumerate(lengths) if n > 0), []
+    steps: list[tuple[int, int]] = []
+    preemptions = recomputed = peak = 0
+    while running or waiting:
+        preempted, k = False, 0
+        while k < len(running):  # room for every running request's next token, in admission order
+            r = running[k]
+            need = -(-(prompt_lens[r] + generated[r] + 1) // block_size) - held[r]
+            while need > free and running:
+                victim = running.pop()
+                free, held[victim] = free + held[victim], 0
+                waiting.appendleft(victim)
+                preemptions, preempted = preemptions + 1, True
+                if victim == r:
+                    break
+            if r not in running[k:k + 1]:  # r itself was preempted: nothing after it runs this step
+                break
+            free, held[r], k = free - need, held[r] + need, k + 1
+        if not preempted:
+            while waiting and len(running) < max_num_seqs:
+                r = waiting[0]
+                need = -(-(prompt_lens[r] + generated[r] + 1) // block_size)
+                if need > free:
+                    break
+                waiting.popleft()
+                running.append(r)
+                free, held[r] = free - need, need
+                recomputed += prompt_lens[r] + generated[r] if generated[r] else 0
+        if not running:
+            raise ValueError(f"a request of {prompt_lens[waiting[0]] + lengths[waiting[0]]} tokens does not fit a "
+                             f"KV cache of {kv_capacity} tokens")
+        kv = 0
+        for r in running:
+            generated[r] += 1
+            kv += prompt_lens[r] + generated[r]
+        steps.append((len(running), kv))
+        peak = max(peak, kv)
+        still = []
+        for r in running:
+            if generated[r] >= lengths[r]:
+                free, held[r] = free + held[r], 0
+            else:
+                still.append(r)
+        running = still
+    return np.array(steps, dtype=float), {"steps": len(steps), "preemptions": preemptions,
+                                          "recomputed_tokens": recomputed, "peak_kv_tokens": peak}
 
 
 def band_of(sequences: np.ndarray, max_num_seqs: int) -> list[str]:
@@ -65,10 +148,31 @@ def fit_step_cost(record: dict, steps: np.ndarray) -> tuple[float, float, list[d
     return float(a), float(b), bands
 
 
-def engine_seconds(a: float, b: float, lengths: list[int], max_num_seqs: int,
-                   prompt_tokens: int) -> tuple[float, np.ndarray]:
+def fit_trace(trace: dict) -> dict:
+    """Least squares step seconds = a + b x (million KV tokens read) over a per-step trace (step_trace:
+    seconds, decoding, kv_tokens), with R^2, the residuals' SD and each band's traced vs fitted seconds."""
+    seconds, kv = np.asarray(trace["seconds"], dtype=float), np.asarray(trace["kv_tokens"], dtype=float) / 1e6
+    decoding = np.asarray(trace["decoding"])
+    keep = decoding > 0  # a step that decoded nothing (a prefill chunk alone) is not a decode step
+    x = np.column_stack([np.ones(keep.sum()), kv[keep]])
+    (a, b), *_ = np.linalg.lstsq(x, seconds[keep], rcond=None)
+    residuals = seconds[keep] - x @ np.array([a, b])
+    total = float(((seconds[keep] - seconds[keep].mean()) ** 2).sum())
+    bands = []
+    for label in dict.fromkeys(band_of(decoding[keep], int(decoding.max()))):
+        chosen = np.array([lab == label for lab in band_of(decoding[keep], int(decoding.max()))])
+        bands.append({"sequences": label, "steps": int(chosen.sum()), "traced_s": round(float(seconds[keep][chosen].sum()), 1),
+                      "fitted_s": round(float(a * chosen.sum() + b * kv[keep][chosen].sum()), 1)})
+    return {"step_s": float(a), "s_per_million_kv_tokens": float(b), "steps_fitted": int(keep.sum()),
+            "steps_not_decoding": int((~keep).sum()), "seconds_not_decoding": round(float(seconds[~keep].sum()), 2),
+            "r2": round(1 - float(residuals @ residuals) / total, 4) if total > 0 else 1.0,
+            "residual_sd_ms": round(1000 * float(residuals.std(ddof=2)), 3), "bands": bands}
+
+
+def engine_seconds(a: float, b: float, lengths: list[int], max_num_seqs: int, prompt_tokens,
+                   kv_capacity: int | None = None) -> tuple[float, np.ndarray]:
     """The fitted seconds of one engine serving `lengths`, and its replayed steps."""
-    steps = replay(lengths, max_num_seqs, prompt_tokens)
+    steps = replay(lengths, max_num_seqs, prompt_tokens, kv_capacity)
     return a * len(steps) + b * steps[:, 1].sum() / 1e6, steps
 
 
@@ -83,6 +187,48 @@ def project(a: float, b: float, copies: int, requests: int, length_seed: int, ma
             "peak_kv_gb": round(steps[:, 1].max() * KV_BYTES_PER_TOKEN / 1e9, 1)}
 
 
+def predict_eval(a: float, b: float, lengths: list[int], prompt_lens: list[int], max_num_seqs: int,
+                 kv_capacity: int, bytes_per_token: int = KV_BYTES_PER_TOKEN) -> dict:
+    """An eval's seconds on an engine of this KV cache, by the fitted step cost over the KV-limited replay,
+    with its KV-read floor (length_model.kv_read_floor) beside it."""
+    steps, stats = kv_limited_schedule(prompt_lens, lengths, max_num_seqs, kv_capacity)
+    seconds = float(a * len(steps) + b * steps[:, 1].sum() / 1e6)
+    floor = length_model.kv_read_floor(prompt_lens, lengths, bytes_per_token, seconds)
+    return {"requests": len(lengths), "mean_tokens": round(float(np.mean(lengths)), 1), "total_tokens": sum(lengths),
+            "at_cap": sum(x >= length_model.CAP for x in lengths), "kv_capacity_tokens": kv_capacity,
+            "max_num_seqs": max_num_seqs, **stats, "seconds": round(float(seconds), 3),
+            "eval_floor_s": floor["eval_floor_s"], "eval_floor_ratio": floor["eval_floor_ratio"]}
+
+
+def traced_part(record: dict, project_requests: list[int], capacities: list[int]) -> dict:
+    """A record with a per-step trace: its fit, the measured part replayed (the fit's error) and the
+    PROJECTION of evals of `project_requests` samples on engines of these KV caches."""
+    fit = fit_trace(record["step_trace"])
+    a, b = fit["step_s"], fit["s_per_million_kv_tokens"]
+    lengths, prompts = record["forced_lengths"], record["prompt_lengths"]
+    capacity, max_num_seqs = record["kv_cache_tokens"], record["max_num_seqs"]
+    bpt = record.get("kv_bytes_per_token", KV_BYTES_PER_TOKEN)
+    part = predict_eval(a, b, lengths, prompts, max_num_seqs, capacity, bpt)
+    traced = record["step_trace"]
+    part |= {"measured_s": record["generation_s"], "measured_steps": len(traced["seconds"]),
+             "fit_error": round(part["seconds"] / record["generation_s"] - 1, 4),
+             "measured_step_seconds": round(sum(traced["seconds"]), 1)}
+    model = record["length_model"]
+    if model["name"] == "sweep":
+        lengths_model = length_model.sweep(Path(model["parameters"]["source"]))
+    else:
+        lengths_model = length_model.parse(model["name"])
+    mean_prompt = round(float(np.mean(prompts)))
+    projections = []
+    for requests in project_requests:
+        drawn = lengths_model.draw(requests // N_SAMPLES, N_SAMPLES, record.get("length_seed", 0))
+        for kv_capacity in capacities or [capacity]:
+            projections.append({"label": "PROJECTION", **predict_eval(a, b, drawn, [mean_prompt] * len(drawn),
+                                                                       max_num_seqs, kv_capacity, bpt),
+                                "length_model": lengths_model.describe(drawn)})
+    return {"fit": fit, "measured_part": part, "projections": projections}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("record", type=Path, help="an aime_sized_eval record with engine_steps (bench_cycle.py)")
@@ -91,10 +237,35 @@ def main() -> None:
                         help="engine sizes to project (default: the record's)")
     parser.add_argument("--length-seed", type=int, default=0, help="the record's (bench_cycle.py --length-seed)")
     parser.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS)
+    parser.add_argument("--project-requests", type=int, nargs="+", default=[360],
+                        help="a record with a step trace: project evals of these many samples (12 a problem)")
+    parser.add_argument("--kv-capacity", type=int, nargs="+", default=None,
+                        help="a record with a step trace: project on engines of these KV caches, in tokens "
+                             "(default: the record's engine's)")
     parser.add_argument("--out", type=Path, default=None, help="also write the figures here as JSON")
     args = parser.parse_args()
 
     record = json.loads(args.record.read_text())
+    if "step_trace" in record:
+        figures = traced_part(record, args.project_requests, args.kv_capacity)
+        fit, part = figures["fit"], figures["measured_part"]
+        print(f"{args.record.name}: {record['requests']} requests, {record['generation_s']} s generation, adapter "
+              f"{record['adapter']}, lengths {record['length_model']['name']} (mean {part['mean_tokens']})")
+        print(f"fit over {fit['steps_fitted']} steps: step = {1000 * fit['step_s']:.2f} ms + "
+              f"{1000 * fit['s_per_million_kv_tokens']:.1f} ms per million KV tokens read (R^2 {fit['r2']}, "
+              f"residual SD {fit['residual_sd_ms']} ms)")
+        print(f"measured part replayed (KV cache {part['kv_capacity_tokens']:,} tokens, {part['preemptions']} "
+              f"preemptions): {part['seconds']} s vs {part['measured_s']} s measured (fit error "
+              f"{100 * part['fit_error']:+.1f}%), {part['steps']} steps vs {part['measured_steps']} traced; floor "
+              f"{part['eval_floor_s']} s")
+        for p in figures["projections"]:
+            print(f"PROJECTION: {p['requests']} samples ({p['length_model']['name']}, mean {p['mean_tokens']}, "
+                  f"{p['at_cap']} at the cap), KV cache {p['kv_capacity_tokens']:,} tokens: {p['seconds']} s = "
+                  f"{p['seconds'] / 60:.1f} min, floor {p['eval_floor_s']} s ({p['eval_floor_ratio']}x), "
+                  f"{p['preemptions']} preemptions")
+        if args.out:
+            args.out.write_text(json.dumps({"record": args.record.name, **figures}, indent=1) + "\n")
+        return
     requests, max_num_seqs = record["requests"], record["max_num_seqs"]
     lengths = draw_lengths(requests, args.length_seed)
     if sum(lengths) != record["lengths"]["total"]:

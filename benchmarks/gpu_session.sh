@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Issue 23's GPU measurements in one detached run, in order of need, each writing under OUT, each short
-# enough that a machine taken back keeps what finished before it. First gc/ (make gpu-check, ~6 min cold:
-# main's trainer and evaluator), then shared_tail/ (two checkpoints' AIME24-sized evals in one engine, each a
-# LoRARequest, ~12 min with the 1-step cycle for the adapter: does one tail of long samples serve both, against
-# 2 x 470.8 s?), then eval_default/ (part 2 alone with the cycle's evaluator, a LoRARequest, every engine
-# step timed, ~8 min on the same adapter: the trace to set beside eval_base of 2026-12-03, 404.9 s at the
-# merged weights' speed; the 470.8 s it is compared with now had no trace).
+# The GPU measurements in one detached run, each writing under OUT, each short enough that a machine taken
+# back keeps what finished before it. Steps (default: gpu_check eval_part):
+#   gpu_check    make gpu-check (~6 min cold: main's trainer and evaluator)
+#   eval_part    issue 39's measured part: 8 problems x 12 = 96 requests at the `published` lengths (mean ~19k,
+#                length seed $LENGTH_SEED, default 1) through the evaluator's path on the cycle's engine set-up
+#                (the rollout engine's share, a PEFT-initialised adapter as a LoRARequest), every step traced,
+#                stopped past $TIME_LIMIT s (default 840) of generation; ~3 min engine start + ~13 min.
+#                Its record so far is rewritten every 30 s (aime_sized_eval_*_partial.json) for the polls.
+#   shared_tail  two checkpoints' AIME24-sized evals in one engine: at the published lengths ~2 x 55 min,
+#                beyond one session (bench_shared_tail.py --lengths short for the old probe)
+#   eval_default part 2 alone with the cycle's evaluator, 360 requests: at the published lengths ~55 min,
+#                beyond one session; eval_part measures a part of it and projects the rest.
 # progress.log says what finished when. Start it detached and follow progress.log; the device machine must
 # stay busy (a poll each few minutes, and each poll copies what has finished to $OUT: a machine lost between
 # two polls takes its files with it):
@@ -15,7 +20,7 @@
 #   for i in $(seq 1 57); do grep -q "eval_default exit" /tmp/res/progress.log && break; sleep 10; done
 #   cat /tmp/res/progress.log; tar czf $OUT/res.tgz --exclude='*.safetensors' --exclude='*.bin' -C /tmp res
 set -u
-OUT=${1:?usage: gpu_session.sh OUT_DIR [STEP...] (default: gpu_check shared_tail eval_default)}
+OUT=${1:?usage: gpu_session.sh OUT_DIR [STEP...] (default: gpu_check eval_part)}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 step() {  # name, command...: run one measurement, log its exit status, go on to the next either way
@@ -25,16 +30,19 @@ step() {  # name, command...: run one measurement, log its exit status, go on to
     echo "$(date -u +%H:%M:%S) $name exit $?" >> "$OUT/progress.log"
 }
 steps=("${@:2}")
-[ ${#steps[@]} -gt 0 ] || steps=(gpu_check shared_tail eval_default)
+[ ${#steps[@]} -gt 0 ] || steps=(gpu_check eval_part)
 for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time is spent
     case $name in
-        gpu_check|shared_tail|eval_default) ;;
-        *) echo "gpu_session: no step $name (gpu_check, shared_tail, eval_default)"; exit 2 ;;
+        gpu_check|eval_part|shared_tail|eval_default) ;;
+        *) echo "gpu_session: no step $name (gpu_check, eval_part, shared_tail, eval_default)"; exit 2 ;;
     esac
 done
 for name in "${steps[@]}"; do
     case $name in
         gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
+        eval_part) step eval_part python3 benchmarks/bench_cycle.py --work /tmp/be --out "$OUT/eval_part" --eval-only \
+                       --adapter init --eval-problems 8 --lengths published --length-seed "${LENGTH_SEED:-1}" \
+                       --time-limit "${TIME_LIMIT:-840}" ;;
         shared_tail) step shared_tail python3 benchmarks/bench_shared_tail.py --work /tmp/be --out "$OUT/shared_tail" \
                          --checkpoints 2 ;;
         eval_default) step eval_default python3 benchmarks/bench_cycle.py --work /tmp/be --out "$OUT/eval_default" \

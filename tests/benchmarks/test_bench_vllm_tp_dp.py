@@ -11,11 +11,13 @@ import pytest
 from tests.benchmarks.conftest import load_benchmark
 
 bench = load_benchmark("bench_vllm_tp_dp")
+lengths = load_benchmark("length_model")
 
 
-def test_lengths_are_reproducible_clipped_and_average_near_5000():
-    draws = bench.draw_lengths(200_000, seed=0)
-    assert draws[:360] == bench.draw_lengths(360, seed=0) != bench.draw_lengths(360, seed=1)
+def test_the_short_probe_is_reproducible_clipped_and_averages_near_5000():
+    short = lengths.short()
+    draws = short.draw(1, 200_000, seed=0)
+    assert draws[:360] == short.draw(30, 12, seed=0) != short.draw(30, 12, seed=1)
     assert min(draws) == 64 and max(draws) == 38912
     # lognormal mean 5,000 before the clip; the cap at 38,912 trims about 2%
     assert 4850 < statistics.fmean(draws) < 4950
