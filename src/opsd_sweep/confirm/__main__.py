@@ -69,7 +69,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
         raise plan.ConfirmError(f"no readable run directories under {results_dir}; run a sweep first (make demo)")
     analysis = analyse(collection.runs, settings, None)
     chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config)
-    arms = {"config": plan.make_arm("config", chosen, analysis), "baseline": plan.make_arm("baseline", baseline, analysis)}
+    arms = {role: plan.make_arm(role, label, analysis) for role, label in (("config", chosen), ("baseline", baseline))}
     count, seeds_how = (args.seeds, "declared with --seeds") if args.seeds else plan.default_seed_count(analysis)
     largest = plan.largest_seed(collection)
     seeds = plan.fresh_seeds(largest, count)
@@ -83,7 +83,8 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
                                 "benchmarks; confirm compares configs of one sweep (one eval)")
     suite, locked_name = plan.suite_of(tuning, locked)
     print(f"[confirm] config {chosen!r} ({chosen_how}) vs baseline {baseline!r} ({analysis.baseline_how})")
-    print(f"[confirm] fresh seeds {seeds} per arm ({seeds_how}); the sweep's seeds go up to {largest}")
+    shown = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 6 else str(seeds)
+    print(f"[confirm] fresh seeds {shown} per arm ({seeds_how}); the sweep's seeds go up to {largest}")
     if seen:
         print(f"[confirm] {args.locked} is not locked: {len(seen)} run(s) of this sweep evaluated {locked['name']}; "
               "running it anyway, the verdict will say it is not from a locked benchmark")
@@ -105,26 +106,23 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
 
     level = settings.level
     scores = {role: collect([folders[role]]) for role in arms}
-    benchmarks, missing = [], []
+    benchmarks, diffs, missing = [], [], []
     for role_name, members in (("tuning", list(tuning)), ("locked", [locked_name])):
         per_arm = {role: report.arm_scores(c.runs, c.samples, members, settings.metric, seeds) if not c.runs.empty
                    else {} for role, c in scores.items()}
         paired_seeds, x, y = report.paired(per_arm["config"], per_arm["baseline"])
         diff = report.bounded(paired_difference(x, y, level), settings.metric)
+        diffs.append(diff)
         benchmarks.append({"name": " + ".join(members), "role": role_name, "seeds": paired_seeds,
                            "config_scores": x.tolist(), "baseline_scores": y.tolist(), "difference": diff.as_dict()})
-        missing += [f"{role} seed {s} on {' + '.join(members)}" for role in arms for s in seeds if s not in per_arm[role]]
-    locked_diff = benchmarks[1]["difference"]
-    nan = float("nan")
-    low = locked_diff["paired_low"] if locked_diff["paired_low"] is not None else nan
-    high = locked_diff["paired_high"] if locked_diff["paired_high"] is not None else nan
-    word = verdict(low, high)
-    from opsd_sweep.confirm.verdict import Difference
-    line = verdict_line(word, locked_name, Difference(**{k: (nan if v is None else v) for k, v in locked_diff.items()}),
-                        not seen, len(seen), settings.metric)
+        missing += [f"{role} seed {s} on {' + '.join(members)}" for role in arms for s in seeds
+                    if s not in per_arm[role]]
+    word = verdict(diffs[1].paired_low, diffs[1].paired_high)  # the locked benchmark's
+    line = verdict_line(word, locked_name, diffs[1], not seen, len(seen), settings.metric)
     result = {"verdict": word, "verdict_line": line, "from_locked_benchmark": not seen, "metric": settings.metric,
               "level": level,
-              "plan": {"results_dir": str(results_dir), "config": chosen, "baseline": baseline, "chosen_how": chosen_how,
+              "plan": {"results_dir": str(results_dir), "config": chosen, "baseline": baseline,
+                       "chosen_how": chosen_how,
                        "baseline_how": analysis.baseline_how, "seeds": seeds, "seeds_how": seeds_how,
                        "largest_sweep_seed": largest, "folders": folders, "failed_launches": failed,
                        "passthrough": passthrough},

@@ -42,7 +42,8 @@ def sweep_roots(results_dir: Path) -> list[str]:
     """The roots the sweep is read from: RESULTS_DIR without its `*-confirm` folders (their runs are a
     confirmation's, not the sweep's: they must neither rank configs, take seeds nor unlock a benchmark)."""
     if not results_dir.is_dir():
-        raise ConfirmError(f"RESULTS_DIR {results_dir} is not a folder; point at a sweep's results (e.g. results/tiny-demo)")
+        raise ConfirmError(f"RESULTS_DIR {results_dir} is not a folder; point at a sweep's results "
+                           "(e.g. results/tiny-demo)")
     children = [p for p in sorted(results_dir.iterdir()) if p.is_dir() and not p.name.startswith(".")]
     if (results_dir / "config.yaml").exists() or not children:
         return [str(results_dir)]
