@@ -1,7 +1,8 @@
 """`python -m opsd_sweep.summary [RESULTS_ROOT ...] [--flags]` (= `make summary`): tables, verdicts, plots.
 
 Writes runs.csv, samples.parquet, summary.csv, summary.md and plots/*.png to --out (default: the first
-root) and prints the verdict table. Each race.jsonl of a racing sweep (in a root or one folder below)
+root) and prints the verdict table; with an in-sweep baseline also transitions.csv and plots/transitions.png
+(per-problem transitions vs the baseline). Each race.jsonl of a racing sweep (in a root or one folder below)
 adds a "## Race" section, plots/race_progress.png and a printed outcome line. Defaults come from
 conf/summary.yaml; every key is a flag here.
 """
@@ -23,6 +24,7 @@ from opsd_sweep.summarize.races import (declared_baseline_labels, find_race_logs
                                        simulated_run_dirs)
 from opsd_sweep.summarize.report import metric_display, print_table, write_markdown
 from opsd_sweep.summarize.settings import AUTO, POOL_OPT_INS, SummarySettings, load_anchor, load_settings
+from opsd_sweep.summarize.transitions import transitions
 from opsd_sweep.console import table_console
 
 
@@ -60,6 +62,8 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
     parser.add_argument("--larger-k", type=int, help="show the saving of this many eval samples per problem")
     parser.add_argument("--collapsed-score", type=float, help="the score a run stopped at its collapse "
                         "(train.stop_on_collapse) counts with, e.g. 0; without it such a config gets no verdict")
+    parser.add_argument("--transition-threshold", type=float, help="per-problem transitions vs the in-sweep "
+                        "baseline: a problem is solved by an arm whose solve rate is >= this, e.g. 0.5")
     parser.add_argument("--plots", action=argparse.BooleanOptionalAction, default=None, help="write plots/*.png")
     args = vars(parser.parse_args(argv))
     args["roots"] = args["roots"] or None
@@ -97,9 +101,15 @@ def main(argv: list[str] | None = None) -> None:
     if settings.collapsed_score is not None:  # runs stopped at their collapse are in the statistics, at the floor
         collection = replace(collection, skipped=collection.skipped[collection.skipped["state"] != "collapsed"])
     display = metric_display(settings.metric, analysis.usable, collection.fixed)
-    plots = write_plots(analysis, settings.metric, display, settings.level, out) if settings.plots else []
+    changes = None if analysis.baseline is None else transitions(
+        collection.samples, analysis.usable, list(analysis.table["label"]), analysis.baseline,
+        settings.transition_threshold)
+    if changes is not None:
+        changes.table.to_csv(out / "transitions.csv", index=False)
+    plots = write_plots(analysis, settings.metric, display, settings.level, out, changes) if settings.plots else []
     race_plots = write_race_plots(races, out) if settings.plots else [None] * len(races)
-    write_markdown(out / "summary.md", analysis, collection, settings, display, plots, list(zip(races, race_plots)))
+    write_markdown(out / "summary.md", analysis, collection, settings, display, plots, list(zip(races, race_plots)),
+                   changes)
     if checkpoint_files := write_checkpoint_report(collection.runs, settings.level, settings.plots, out):
         print(f"every checkpoint evaluated: see the Checkpoints section of {out / 'summary.md'}, checkpoints.csv")
         plots += [p for p in checkpoint_files if p.suffix == ".png"]
@@ -111,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     for race in races:
         print(outcome_line(race))
     plots += [p for p in race_plots if p is not None]
-    print(f"wrote {out / 'summary.md'}, summary.csv, runs.csv, samples.parquet" + (f", {len(plots)} plots" if plots else ""))
+    print(f"wrote {out / 'summary.md'}, summary.csv, runs.csv, samples.parquet"
+          + (", transitions.csv" if changes is not None else "") + (f", {len(plots)} plots" if plots else ""))
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def test_baseline_verdicts_files_and_plots(sweep, tmp_path, capsys):
         in report
     plots = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
     assert plots == ["decision_cost_by_k.png", "score_per_config.png", "score_vs_kl_true.png", "score_vs_lr.png",
-                     "variance_decomposition.png"]
+                     "transitions.png", "variance_decomposition.png"]
     assert all(f"plots/{name}" in report for name in plots)
     printed = capsys.readouterr().out
     assert "lr=1e-05" in printed and "better" in printed

@@ -16,6 +16,7 @@ from scipy import stats as sps  # noqa: E402
 from opsd_sweep.summarize.collect import TRAINING_KNOBS, is_base_model, short_names  # noqa: E402
 from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note  # noqa: E402
 from opsd_sweep.summarize.races import Race  # noqa: E402
+from opsd_sweep.summarize.transitions import Transitions, plot_transitions  # noqa: E402
 from opsd_sweep.inference import stats  # noqa: E402
 
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "inconclusive": "#555555", "baseline": "#762a83"}
@@ -249,8 +250,9 @@ def plot_decision_cost(analysis: Analysis, display: str, path: Path) -> bool:
     return True
 
 
-def write_plots(analysis: Analysis, metric: str, display: str, level: float, out: Path) -> list[Path]:
-    """All figures under out/plots/; returns the files written."""
+def write_plots(analysis: Analysis, metric: str, display: str, level: float, out: Path,
+                transitions: Transitions | None = None) -> list[Path]:
+    """All figures under out/plots/ (transitions.png with the per-problem transitions); returns the files written."""
     folder = out / "plots"
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "score_per_config.png"]
@@ -266,6 +268,8 @@ def write_plots(analysis: Analysis, metric: str, display: str, level: float, out
         written.append(folder / "variance_decomposition.png")
     if plot_decision_cost(analysis, display, folder / "decision_cost_by_k.png"):
         written.append(folder / "decision_cost_by_k.png")
+    if transitions is not None and plot_transitions(transitions, folder / "transitions.png"):
+        written.append(folder / "transitions.png")
     return written
 
 

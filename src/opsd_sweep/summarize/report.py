@@ -16,6 +16,7 @@ from opsd_sweep.summarize.collect import Collection
 from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
 from opsd_sweep.summarize.races import Race
 from opsd_sweep.summarize.settings import SummarySettings
+from opsd_sweep.summarize.transitions import Transitions, markdown_lines as transition_lines
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.sensitivity import MAX_SD
 
@@ -332,7 +333,8 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
 # --- writers -------------------------------------------------------------------------------------
 
 def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: SummarySettings, display: str,
-                   plots: list[Path], races: list[tuple[Race, Path | None]] = ()) -> None:
+                   plots: list[Path], races: list[tuple[Race, Path | None]] = (),
+                   transitions: Transitions | None = None) -> None:
     sim = int(analysis.usable["simulated"].sum())
     ext = int(analysis.usable["external"].sum())
     lines = [f"# Sweep summary: {display}", "",
@@ -360,6 +362,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
               *[f"- {x}" for x in analysis.notes], f"- {pool_statement(analysis)}"]
     lines += [f"- In-sweep baseline: {analysis.baseline or 'none'} ({analysis.baseline_how}).",
               f"- {TARGET}"]
+    if transitions is not None:
+        lines += ["", *transition_lines(transitions, next((p for p in plots if p.name == "transitions.png"), None))]
     lines += ["", "## Anchor", "", *anchor_statement(analysis)] if analysis.anchor is not None else []
     for race, plot in races:
         lines += ["", *race_section(race, plot)]

@@ -36,6 +36,7 @@ class SummarySettings:
     power: float = MISSING
     larger_k: int = MISSING
     collapsed_score: Optional[float] = MISSING
+    transition_threshold: float = MISSING
     plots: bool = MISSING
 
 
@@ -59,6 +60,9 @@ def load_settings(overrides: dict) -> SummarySettings:
         problems.append(f"pool_include={unknown} is not among {list(POOL_OPT_INS)}, e.g. [external]")
     if settings.larger_k < 2:
         problems.append(f"larger_k={settings.larger_k} must be >= 2 samples per problem, e.g. 64")
+    if not 0 < settings.transition_threshold <= 1:
+        problems.append(f"transition_threshold={settings.transition_threshold} must be in (0, 1] (a per-problem "
+                        "solve rate), e.g. 0.5")
     if problems:
         raise ValueError("invalid summary settings (conf/summary.yaml or CLI flags):\n  - " + "\n  - ".join(problems))
     return settings
