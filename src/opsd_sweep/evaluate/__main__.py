@@ -1,7 +1,8 @@
-"""Two entry points:
+"""Three entry points:
 
     python -m opsd_sweep.evaluate RUN_DIR                      # the cycle's eval phase
     python -m opsd_sweep.evaluate model=... eval=... [-m ...]  # standalone (Hydra overrides)
+    python -m opsd_sweep.evaluate compare A B [--margin 1]     # may evaluator B replace A? (compare.py)
 """
 
 import sys
@@ -13,7 +14,11 @@ from opsd_sweep.config import renamed_key_problem
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if len(args) == 1 and "=" not in args[0] and not args[0].startswith("-"):
+    if args[:1] == ["compare"]:  # before Hydra, which would read its arguments as overrides
+        from opsd_sweep.evaluate.compare import main as compare_evaluations
+
+        compare_evaluations(args[1:])
+    elif len(args) == 1 and "=" not in args[0] and not args[0].startswith("-"):
         evaluate_run_dir(args[0])
     else:
         renamed = [f"override {problem}" for arg in args if (problem := renamed_key_problem(arg)) is not None]
