@@ -189,12 +189,18 @@ def test_confirm_runs_fresh_seeds_of_both_arms_on_the_locked_and_tuning_sets(con
     assert "is locked: no run of the sweep evaluated it" in proc.stdout
 
 
+def attempt(run_dir: Path) -> tuple:
+    """What a new attempt changes: the attempt count (a cycle's) and the start time (any run's)."""
+    status = json.loads((run_dir / "status.json").read_text())
+    return status.get("attempts"), status.get("started_at")
+
+
 @pytest.mark.slow
 def test_a_rerun_of_the_same_confirmation_starts_no_new_cycle(confirmed, cache_dir):
     swept, _ = confirmed
-    before = {d: json.loads((d / "status.json").read_text())["attempts"] for d in confirm_run_dirs(swept)}
+    before = {d: attempt(d) for d in confirm_run_dirs(swept)}
     proc = run("opsd_sweep.confirm", str(swept), "--locked", "eval=tiny_locked", "--seeds", "2", cache=cache_dir)
-    after = {d: json.loads((d / "status.json").read_text())["attempts"] for d in confirm_run_dirs(swept)}
+    after = {d: attempt(d) for d in confirm_run_dirs(swept)}
     assert after == before and len(after) == 4  # the same runs, not one attempted again
     assert json.loads((swept / "confirm.json").read_text())["plan"]["seeds"] == [3, 4]  # its own runs take no seeds
     assert "[confirm] fresh seeds [3, 4]" in proc.stdout
