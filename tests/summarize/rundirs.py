@@ -53,6 +53,8 @@ def write_run(group_dir: Path, *, learning_rate: float, seed: int, correct: np.n
     rng = rng or np.random.default_rng(seed)
     run = dataclasses.replace(base_run(), learning_rate=learning_rate, seed=seed,
                               executor="simulate" if simulated else "real", **fields)
+    if correct is not None and "eval" not in fields:  # an eval.json of K samples is eval.n_samples=K's
+        run = dataclasses.replace(run, eval=dataclasses.replace(run.eval, n_samples=int(correct.shape[1])))
     key = run_key(semantic_dict(run))
     run_dir = RunDir(group_dir / f"{run_slug(run.learning_rate, run.clip, run.loss_top_k, seed)}-{key[:8]}")
     atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
