@@ -17,7 +17,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-SHORT_NAMES = {"learning_rate": "lr"}  # config key -> the name summary labels give it
+# config key -> the name summary labels give it; the caps and thinking switches name their phase, since the
+# shortest unique tail of a lone one ("max_new_tokens", "thinking") would not say whether it is training's or eval's
+SHORT_NAMES = {"learning_rate": "lr",
+               "rollout.max_new_tokens": "rollout_max_tokens", "eval.max_new_tokens": "eval_max_tokens",
+               "train.student_thinking": "student_thinking", "train.teacher_thinking": "teacher_thinking",
+               "eval.thinking": "eval_thinking"}
 _LONG_NAMES = {short: key for key, short in SHORT_NAMES.items()}
 
 

@@ -123,6 +123,46 @@ def eval_variance_points(samples: list[tuple]) -> float:
     return 1e4 * eval_sampling_variance(solved / k, k)
 
 
+def rollout_cap_frac(steps: list[dict]) -> float:
+    """The share of training rollouts cut at rollout.max_new_tokens: the mean over steps of the trainer's per-step
+    `rollout_cap_frac`; nan when no step logged it (a simulated run, a run that never trained)."""
+    values = [s["rollout_cap_frac"] for s in steps if _is_number(s.get("rollout_cap_frac"))]
+    return float(np.mean(values)) if values else math.nan
+
+
+def eval_cap_frac(evaluation: dict, max_new_tokens: int | None) -> float:
+    """The share of eval.json's samples cut at the length cap: finish_reason 'length' (the evaluator's mark of a
+    sample that stopped for length, not at EOS), or, for a sample without a finish_reason, n_tokens >=
+    max_new_tokens (eval.max_new_tokens); nan when no sample says either."""
+    cut = [_was_cut(s, max_new_tokens) for p in evaluation.get("problems") or [] for s in p.get("samples") or []]
+    cut = [c for c in cut if c is not None]
+    return sum(cut) / len(cut) if cut else math.nan
+
+
+def _was_cut(sample: dict, max_new_tokens: int | None) -> bool | None:
+    if sample.get("finish_reason") is not None:
+        return sample["finish_reason"] == "length"
+    if _is_number(sample.get("n_tokens")) and _is_number(max_new_tokens):
+        return sample["n_tokens"] >= max_new_tokens
+    return None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def cap_columns(config: dict, steps: list[dict], evaluation: dict | None) -> dict:
+    """runs.csv's length-cap columns: the share of training rollouts and of eval samples cut at their cap
+    (rollout_cap_frac, eval_cap_frac; nan where the run has none), each beside its cap and its thinking switch,
+    which the summary's cap warning names (summarize.caps)."""
+    train, rollout, evaluate = (config.get(name) if isinstance(config.get(name), dict) else {}
+                                for name in ("train", "rollout", "eval"))
+    return {"rollout_cap_frac": rollout_cap_frac(steps), "rollout_max_new_tokens": rollout.get("max_new_tokens"),
+            "student_thinking": train.get("student_thinking"),
+            "eval_cap_frac": eval_cap_frac(evaluation, evaluate.get("max_new_tokens")) if evaluation else math.nan,
+            "eval_max_new_tokens": evaluate.get("max_new_tokens"), "eval_thinking": evaluate.get("thinking")}
+
+
 def read_run(record: RunRecord) -> tuple[dict, list[tuple]]:
     """One run record -> (row, sample rows): samples only of a run that counts (RunRecord.counts), so a
     known-wrong or unfinished evaluation enters no statistic, plot or table. Raises UnreadableRun."""
@@ -146,6 +186,7 @@ def read_run(record: RunRecord) -> tuple[dict, list[tuple]]:
             raise UnreadableRun(f"eval.json problems/samples malformed ({err!r})") from err
         row["eval_var"] = eval_variance_points(run_samples)
         samples = run_samples if record.counts else []
+    row |= cap_columns(record.config, record.steps, record.evaluation)  # after its samples proved readable
     return row, samples
 
 
@@ -202,7 +243,8 @@ def _format_value(value) -> str:
 
 
 def short_names(columns: list[str]) -> dict[str, str]:
-    """cfg.train.lora.r -> 'r' when unambiguous, else the shortest unique dotted suffix; learning_rate -> lr."""
+    """cfg.train.lora.r -> 'r' when unambiguous, else the shortest unique dotted suffix; a key of SHORT_NAMES by
+    its name there (learning_rate -> lr, rollout.max_new_tokens -> rollout_max_tokens)."""
     names = {}
     for column in columns:
         parts = column.removeprefix("cfg.").split(".")
@@ -210,7 +252,7 @@ def short_names(columns: list[str]) -> dict[str, str]:
             name = ".".join(parts[-depth:])
             if sum(c.removeprefix("cfg.").endswith(name) for c in columns) == 1:
                 break
-        names[column] = SHORT_NAMES.get(name, name)
+        names[column] = SHORT_NAMES.get(column.removeprefix("cfg."), name)
     return names
 
 
