@@ -16,6 +16,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from opsd_sweep.summarize.checkpoints import write_checkpoint_report
+from opsd_sweep.summarize.caps import console_line as cap_warnings
 from opsd_sweep.summarize.collapses import console_line
 from opsd_sweep.summarize.collect import collect, left_out_line
 from opsd_sweep.summarize.config_stats import analyse
@@ -116,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     print_table(analysis, settings, display, table_console())
     if collapses := console_line(collection.runs):
         print(collapses)
+    if caps := cap_warnings(collection.runs):
+        print(caps)
     if not collection.skipped.empty:
         print(left_out_line(collection.skipped, out / "summary.md"))
     for race in races:

@@ -103,3 +103,14 @@ def test_the_cap_fractions_of_one_run():
     assert eval_cap_frac({"problems": [{"samples": samples}]}, 100) == 0.5
     assert math.isnan(eval_cap_frac({"problems": [{"samples": [{"n_tokens": 100}]}]}, None))  # no cap to compare
     assert math.isnan(eval_cap_frac({"problems": []}, 100))
+
+
+def test_the_summary_prints_and_writes_the_warning(tmp_path, capsys):
+    from opsd_sweep.summary import main
+
+    capped_run(tmp_path / "sweep", 1, thinking=True, cap=1024, rollout_cap=[0.9, 1.0, 0.8, 0.9], eval_cut=0)
+    capped_run(tmp_path / "sweep", 2, thinking=True, cap=1024, rollout_cap=[0.9, 0.9, 0.9, 0.9], eval_cut=0)
+    main([str(tmp_path), "--out", str(tmp_path / "out"), "--anchor", "none", "--baseline", "none", "--no-plots"])
+    warning = "hit rollout.max_new_tokens=1024: the student learns from cut-off completions"
+    assert warning in capsys.readouterr().out
+    assert "## Length caps" in (tmp_path / "out" / "summary.md").read_text()

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from opsd_sweep.summarize.caps import summary_section as cap_section
 from opsd_sweep.summarize.collapses import race_lines, summary_section
 from opsd_sweep.summarize.collect import Collection
 from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
@@ -369,6 +370,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
         lines += ["", *race_section(race, plot)]
     if collapse := summary_section(collection.runs, s.collapsed_score):
         lines += ["", *collapse]
+    if caps := cap_section(collection.runs):
+        lines += ["", *caps]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
     lines += ["", "## Noise: eval sampling vs training seed", "", noise_table(analysis, s.level), "",
