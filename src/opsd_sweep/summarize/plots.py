@@ -114,7 +114,7 @@ def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level:
         simulated = bool(group["simulated"].any())
         x = _dodge(group[column].to_numpy(float), index, len(groups), log, table[column])
         line = ax.errorbar(x, group["mean"], yerr=[group["mean"] - group["ci_low"], group["ci_high"] - group["mean"]],
-                           fmt="o--" if simulated else "o-", capsize=4, lw=1.5,
+                           fmt=axis_format(table[column].nunique(), simulated), capsize=4, lw=1.5,
                            label=f"mean ± {level:.0%} CI: {name}" + (" [simulated]" if simulated else ""))
         for xi, (_, row) in zip(x, group.iterrows()):
             scores = runs.loc[runs["label"] == row["label"], metric].to_numpy(float)
@@ -130,6 +130,14 @@ def plot_axis(analysis: Analysis, column: str, metric: str, display: str, level:
                  + _suffix(analysis.table["simulated"].any()), fontsize=10)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False, ncol=2)
     _save(fig, path)
+
+
+def axis_format(values: int, simulated: bool) -> str:
+    """Markers joined by a line only over three or more values of the knob: a line through two draws a
+    trend that two points cannot show."""
+    if values < 3:
+        return "o"
+    return "o--" if simulated else "o-"
 
 
 def _sort_key(value) -> tuple:
