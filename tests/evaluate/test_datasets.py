@@ -35,8 +35,9 @@ def test_benchmark_configs_name_their_datasets(name, hub_id, split, id_field):
 
 
 def test_every_eval_option_is_covered_here():
-    assert sorted(p.stem for p in (CONF_DIR / "eval").glob("*.yaml")) == ["aime24", "aime25", "hmmt25", "local",
-                                                                        "math500", "math_suite"]  # test_suite.py
+    assert sorted(p.stem for p in (CONF_DIR / "eval").glob("*.yaml")) == [
+        "aime24", "aime25", "hmmt25", "local", "math500", "math_suite",  # math_suite: test_suite.py
+        "tiny_locked"]  # tests/test_confirm.py
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet"])
