@@ -35,7 +35,7 @@ gpu-check:  ## on a GPU box after install-gpu: a real 2-seed sweep of 1.7B-shape
 # Its last step confirms the winner on 3 fresh seeds of both arms, on the tiny world's locked problems
 # (conf/eval/tiny_locked.yaml) and on the tuning problems: results/tiny-demo/confirm.md.
 DEMO_SEEDS ?= 1,2,3
-demo: install  ## the tiny CPU demo (~4 min, offline): base model vs OPSD at 2 learning rates x 3 seeds, verdicts, plots, then a locked confirmation of the winner
+demo: install  ## the tiny CPU demo (~2 min on 2 cores, +1 min the first time; offline): base model vs OPSD at 2 learning rates x 3 seeds, verdicts, plots, then a locked confirmation of the winner
 	$(PY) -m opsd_sweep.evaluate -m profile=tiny +sweep=demo train.max_steps=0 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
 	$(PY) -m opsd_sweep -m profile=tiny +sweep=demo learning_rate=1e-2,3e-2 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
 	$(PY) -m opsd_sweep.summary $(RESULTS)/tiny-demo --baseline max_steps=0
