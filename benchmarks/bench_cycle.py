@@ -319,18 +319,20 @@ def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
 
 def eval_projection(recorded: dict) -> dict:
     """The 360-sample eval of a recorded part: measured when it was one, else the step model refitted on the
-    part's trace (eval_step_model.traced_part: a PROJECTION, with the part's fit error)."""
-    if recorded["requests"] >= EVAL_PROBLEMS * N_SAMPLES:
+    part's trace (eval_step_model.traced_part: a PROJECTION, with the part's fit errors; a part cut short,
+    by --time-limit or a lost machine, is fitted on what it traced)."""
+    complete = recorded.get("status", "complete") == "complete"
+    if recorded["requests"] >= EVAL_PROBLEMS * N_SAMPLES and complete:
         return {"eval_s": recorded["generation_s"], "measured": True}
-    if "step_trace" not in recorded or recorded.get("status", "complete") != "complete":
-        raise ValueError(f"a part of {recorded['requests']} requests without a finished step trace: nothing to "
-                         "project the 360-sample eval from")
+    if "step_trace" not in recorded or not recorded["step_trace"]:
+        raise ValueError(f"a part of {recorded['requests']} requests ({recorded.get('status', 'complete')}) without a "
+                         "step trace: nothing to project the 360-sample eval from")
     import eval_step_model
 
     figures = eval_step_model.traced_part(recorded, [EVAL_PROBLEMS * N_SAMPLES], [])
     projected = figures["projections"][0]
-    return {"eval_s": projected["seconds"], "measured": False, "projection": projected,
-            "fit": {k: v for k, v in figures["fit"].items() if k != "bands"},
+    return {"eval_s": projected["seconds"], "eval_s_low": projected["seconds_low"], "measured": False,
+            "projection": projected, "fit": {k: v for k, v in figures["fit"].items() if k != "bands"},
             "measured_part": figures["measured_part"]}
 
 
@@ -354,26 +356,41 @@ def record_from_records(sweep: dict, recorded: dict, eval_from: Path, command: s
     """The bench_cycle record of a recipe cycle from two measured records (part 1 from --sweep-from, part 2
     from --eval-from): every figure of it a PROJECTION to 100 steps and the 360-sample eval."""
     evaluated = eval_projection(recorded)
-    eval_s = evaluated["eval_s"] + sweep["eval_grading_s"] * 12
+    grading_s = sweep["eval_grading_s"] * 12
+    eval_s = evaluated["eval_s"] + grading_s
     steps_s = RECIPE_STEPS * sweep["steady_step_s"]
     minutes = (sweep["fixed_cost_s_after_first"] + steps_s + eval_s) / 60
-    floor_360 = evaluated.get("projection", {}).get("eval_floor_s", recorded.get("eval_floor_s"))
+    complete = recorded.get("status", "complete") == "complete"
+    part = evaluated.get("measured_part", {})
+    if complete:
+        ratio, scope = recorded.get("eval_floor_ratio"), "the measured part, every sample generated"
+    else:  # the steps traced before the cut: their time over the KV their outputs read
+        ratio = part["traced"]["floor_ratio"]
+        scope = (f"the measured part's first {part['traced']['steps']:,} steps ({part['traced']['seconds']} s, "
+                 f"{part['traced']['decoding'][0]}-{part['traced']['decoding'][1]} sequences decoding, "
+                 f"{part['traced']['done']} of {recorded['requests']} samples done) before it was cut short")
+    low = {"gpu_minutes_per_cycle_low": round((sweep["fixed_cost_s_after_first"] + steps_s + evaluated["eval_s_low"]
+                                               + grading_s) / 60, 2)} if "eval_s_low" in evaluated else {}
     return {"device": recorded.get("device"), "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
             "command": command, "sweep_from": sweep, "eval_from": eval_from.name,
             "length_model": recorded["length_model"], "eval_length_mean_tokens": recorded["eval_length_mean_tokens"],
-            "eval_part": {k: recorded.get(k) for k in ("requests", "status", "generation_s", "engine_start_s",
-                                                      "tokens_per_s", "eval_floor_s", "eval_floor_ratio",
-                                                      "kv_cache_tokens", "gpu_memory_utilization", "adapter",
-                                                      "adapter_weights", "length_mismatches")},
-            "eval_floor_ratio": recorded.get("eval_floor_ratio"), "eval_360": evaluated | {"floor_s": floor_360},
-            "gpu_minutes_per_cycle": round(minutes, 2), "target": TARGET_GPU_MINUTES,
+            "eval_part": {"status": recorded.get("status", "complete"),
+                          **{k: recorded.get(k) for k in ("requests", "length_seed", "generation_s", "engine_start_s",
+                                                          "tokens_per_s", "eval_floor_s", "kv_cache_tokens",
+                                                          "gpu_memory_utilization", "max_num_seqs", "adapter",
+                                                          "adapter_weights", "length_mismatches") if k in recorded},
+                          **({"traced": part["traced"], "fit_error": part["fit_error"],
+                              "holdout_error": part["holdout_error"], "schedule": part["schedule"],
+                              "whole_part": part["replayed"]} if part else {})},
+            "eval_floor_ratio": ratio, "eval_floor_ratio_of": scope, "eval_360": evaluated,
+            "gpu_minutes_per_cycle": round(minutes, 2), **low, "target": TARGET_GPU_MINUTES,
             "vs_seed_workflow": [round(x / minutes, 1) for x in SEED_WORKFLOW_GPU_MINUTES],
             "parts_minutes": {"fixed": round(sweep["fixed_cost_s_after_first"] / 60, 2),
                               "steps": round(steps_s / 60, 2), "eval": round(eval_s / 60, 2)},
             "note": "gpu_minutes_per_cycle is a PROJECTION: 100 x the steady step and the fixed cost measured in "
                     f"{sweep['source']}, the 360-sample eval " + ("measured" if evaluated["measured"] else
                     "PROJECTED by the step model refitted on the measured part's trace") + f" ({eval_from.name}); "
-                    "eval_floor_ratio is the measured part's"}
+                    "eval_floor_ratio is measured (eval_floor_ratio_of says over what)"}
 
 
 def cycle_record(run_dir: Path, steps: int) -> dict:
@@ -513,8 +530,8 @@ def main(argv=None) -> dict:
         path.write_text(json.dumps(report, indent=1))
         print(f"[bench_cycle] from {args.sweep_from.name} and {args.eval_from.name}: PROJECTED "
               f"{report['gpu_minutes_per_cycle']} GPU-minutes per recipe cycle {report['parts_minutes']}, eval at "
-              f"{report['length_model']['name']} lengths (mean {report['eval_length_mean_tokens']}), the measured "
-              f"part at {report['eval_floor_ratio']}x its KV-read floor; {path}", flush=True)
+              f"{report['length_model']['name']} lengths (mean {report['eval_length_mean_tokens']}); measured "
+              f"{report['eval_floor_ratio']}x the KV-read floor over {report['eval_floor_ratio_of']}; {path}", flush=True)
         return report
     results, seeds = work / "results", ",".join(str(i) for i in range(1, args.cycles + 1))
     if args.tiny:

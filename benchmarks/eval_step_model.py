@@ -39,6 +39,10 @@ from eval_trace import SEQUENCE_BANDS  # noqa: E402
 
 KV_BYTES_PER_TOKEN = 28 * 8 * 128 * 2 * 2  # Qwen3-1.7B: layers x KV heads x head dim x (K, V) x bf16
 BLOCK_SIZE = 16  # vLLM's KV-cache block, in tokens
+WARMUP_STEPS = 20  # a trace's first steps: prefills and first-call kernel compiles, left out of the fit
+# the per-step cost fitted to the 2026-12-03 trace at the merged weights' speed (no LoRA), over 1-256 sequences:
+# what a step with fewer sequences than a cut trace holds costs at least (the low end of its projection)
+MERGED_STEP_S = 2.26e-3
 N_SAMPLES = 12
 
 
@@ -148,25 +152,34 @@ def fit_step_cost(record: dict, steps: np.ndarray) -> tuple[float, float, list[d
     return float(a), float(b), bands
 
 
-def fit_trace(trace: dict) -> dict:
+def fit_trace(trace: dict, warmup: int = WARMUP_STEPS, steps: slice | None = None) -> dict:
     """Least squares step seconds = a + b x (million KV tokens read) over a per-step trace (step_trace:
-    seconds, decoding, kv_tokens), with R^2, the residuals' SD and each band's traced vs fitted seconds."""
+    seconds, decoding, kv_tokens) after its first `warmup` steps (the prefills and the first calls' kernel
+    compiles: seconds each) or over `steps`, with R^2, the residuals' SD and each band's traced vs fitted
+    seconds."""
     seconds, kv = np.asarray(trace["seconds"], dtype=float), np.asarray(trace["kv_tokens"], dtype=float) / 1e6
     decoding = np.asarray(trace["decoding"])
-    keep = decoding > 0  # a step that decoded nothing (a prefill chunk alone) is not a decode step
+    chosen = np.zeros(len(seconds), dtype=bool)
+    chosen[steps if steps is not None else slice(warmup, None)] = True
+    keep = chosen & (decoding > 0)  # a step that decoded nothing (a prefill chunk alone) is not a decode step
     x = np.column_stack([np.ones(keep.sum()), kv[keep]])
     (a, b), *_ = np.linalg.lstsq(x, seconds[keep], rcond=None)
     residuals = seconds[keep] - x @ np.array([a, b])
     total = float(((seconds[keep] - seconds[keep].mean()) ** 2).sum())
     bands = []
-    for label in dict.fromkeys(band_of(decoding[keep], int(decoding.max()))):
-        chosen = np.array([lab == label for lab in band_of(decoding[keep], int(decoding.max()))])
-        bands.append({"sequences": label, "steps": int(chosen.sum()), "traced_s": round(float(seconds[keep][chosen].sum()), 1),
-                      "fitted_s": round(float(a * chosen.sum() + b * kv[keep][chosen].sum()), 1)})
+    labels = np.array(band_of(decoding[keep], int(decoding.max())))
+    for label in dict.fromkeys(labels):
+        chosen_band = labels == label
+        bands.append({"sequences": label, "steps": int(chosen_band.sum()),
+                      "traced_s": round(float(seconds[keep][chosen_band].sum()), 1),
+                      "fitted_s": round(float(a * chosen_band.sum() + b * kv[keep][chosen_band].sum()), 1)})
     return {"step_s": float(a), "s_per_million_kv_tokens": float(b), "steps_fitted": int(keep.sum()),
-            "steps_not_decoding": int((~keep).sum()), "seconds_not_decoding": round(float(seconds[~keep].sum()), 2),
+            "warmup_steps": warmup if steps is None else None,
+            "warmup_seconds": round(float(seconds[:warmup].sum()), 2) if steps is None else None,
+            "decoding_fitted": [int(decoding[keep].min()), int(decoding[keep].max())],
             "r2": round(1 - float(residuals @ residuals) / total, 4) if total > 0 else 1.0,
-            "residual_sd_ms": round(1000 * float(residuals.std(ddof=2)), 3), "bands": bands}
+            "residual_sd_ms": round(1000 * float(residuals.std(ddof=2)), 3),
+            "kv_read_tb_per_s": round(KV_BYTES_PER_TOKEN / (b / 1e6) / 1e12, 2) if b > 0 else None, "bands": bands}
 
 
 def engine_seconds(a: float, b: float, lengths: list[int], max_num_seqs: int, prompt_tokens,
@@ -188,31 +201,73 @@ def project(a: float, b: float, copies: int, requests: int, length_seed: int, ma
 
 
 def predict_eval(a: float, b: float, lengths: list[int], prompt_lens: list[int], max_num_seqs: int,
-                 kv_capacity: int, bytes_per_token: int = KV_BYTES_PER_TOKEN) -> dict:
+                 kv_capacity: int, bytes_per_token: int = KV_BYTES_PER_TOKEN, fitted_from: int = 1) -> dict:
     """An eval's seconds on an engine of this KV cache, by the fitted step cost over the KV-limited replay,
-    with its KV-read floor (length_model.kv_read_floor) beside it."""
+    with its KV-read floor (length_model.kv_read_floor) beside it. A fit over steps of at least
+    `fitted_from` sequences is extrapolated to the steps with fewer: `seconds_low` prices those at
+    MERGED_STEP_S a step instead (the low end), `tail_steps` counts them."""
     steps, stats = kv_limited_schedule(prompt_lens, lengths, max_num_seqs, kv_capacity)
     seconds = float(a * len(steps) + b * steps[:, 1].sum() / 1e6)
+    tail = int((steps[:, 0] < fitted_from).sum())
     floor = length_model.kv_read_floor(prompt_lens, lengths, bytes_per_token, seconds)
     return {"requests": len(lengths), "mean_tokens": round(float(np.mean(lengths)), 1), "total_tokens": sum(lengths),
             "at_cap": sum(x >= length_model.CAP for x in lengths), "kv_capacity_tokens": kv_capacity,
-            "max_num_seqs": max_num_seqs, **stats, "seconds": round(float(seconds), 3),
-            "eval_floor_s": floor["eval_floor_s"], "eval_floor_ratio": floor["eval_floor_ratio"]}
+            "max_num_seqs": max_num_seqs, **stats, "seconds": round(seconds, 3),
+            "tail_steps": tail, "seconds_low": round(seconds - tail * max(a - MERGED_STEP_S, 0), 3),
+            "eval_floor_s": floor["eval_floor_s"], "eval_floor_ratio": float(floor["eval_floor_ratio"])}
 
 
-def traced_part(record: dict, project_requests: list[int], capacities: list[int]) -> dict:
-    """A record with a per-step trace: its fit, the measured part replayed (the fit's error) and the
-    PROJECTION of evals of `project_requests` samples on engines of these KV caches."""
-    fit = fit_trace(record["step_trace"])
+def traced_part(record: dict, project_requests: list[int], capacities: list[int],
+                warmup: int = WARMUP_STEPS) -> dict:
+    """A record with a per-step trace (a finished part, or one cut short: its trace so far): the fit, its
+    errors, the whole part replayed and the PROJECTION of evals of `project_requests` samples on engines of
+    these KV caches (the record's by default). The errors: `fit_error`, the replayed schedule at the fit
+    over the traced steps against their traced seconds (after the warm-up); `holdout_error`, the fit on the
+    first half of those steps predicting the second half's seconds from its traced KV reads; `schedule`, the
+    replay's sequences decoding and KV reads against the trace's, step by step."""
+    trace = record["step_trace"]
+    traced_steps = len(trace["seconds"])
+    if traced_steps <= 2 * warmup:
+        raise ValueError(f"{traced_steps} traced steps: too few to fit after {warmup} warm-up steps")
+    fit = fit_trace(trace, warmup)
     a, b = fit["step_s"], fit["s_per_million_kv_tokens"]
     lengths, prompts = record["forced_lengths"], record["prompt_lengths"]
     capacity, max_num_seqs = record["kv_cache_tokens"], record["max_num_seqs"]
     bpt = record.get("kv_bytes_per_token", KV_BYTES_PER_TOKEN)
-    part = predict_eval(a, b, lengths, prompts, max_num_seqs, capacity, bpt)
-    traced = record["step_trace"]
-    part |= {"measured_s": record["generation_s"], "measured_steps": len(traced["seconds"]),
-             "fit_error": round(part["seconds"] / record["generation_s"] - 1, 4),
-             "measured_step_seconds": round(sum(traced["seconds"]), 1)}
+    complete = record.get("status", "complete") == "complete"
+    steps, stats = kv_limited_schedule(prompts, lengths, max_num_seqs, capacity)
+    seconds, kv = np.asarray(trace["seconds"]), np.asarray(trace["kv_tokens"], dtype=float)
+    decoding = np.asarray(trace["decoding"])
+    n = min(traced_steps, len(steps))
+    replayed = steps[warmup:n]
+    traced_s = float(seconds[warmup:n].sum())
+    middle = warmup + (n - warmup) // 2
+    half = fit_trace(trace, steps=slice(warmup, middle))
+    second = float(half["step_s"] * (n - middle) + half["s_per_million_kv_tokens"] * kv[middle:n].sum() / 1e6)
+    traced_floor = length_model.kv_read_floor([0], [0], bpt)  # the rate; the traced tokens below
+    traced_floor_s = kv.sum() * bpt / traced_floor["hbm_bytes_per_s"]
+    whole = float(fit["warmup_seconds"] + a * (len(steps) - warmup) + b * steps[warmup:, 1].sum() / 1e6)
+    tail = int((steps[warmup:, 0] < fit["decoding_fitted"][0]).sum())
+    whole_low = whole - tail * max(a - MERGED_STEP_S, 0)
+    floor = length_model.kv_read_floor(prompts, lengths, bpt, whole)
+    part = {"requests": len(lengths), "complete": complete, "mean_tokens": round(float(np.mean(lengths)), 1),
+            "total_tokens": sum(lengths), "at_cap": sum(x >= length_model.CAP for x in lengths),
+            "kv_capacity_tokens": capacity, "max_num_seqs": max_num_seqs,
+            "traced": {"steps": traced_steps, "seconds": round(float(seconds.sum()), 1),
+                       "done": record.get("done", record.get("done_so_far", len(lengths) if complete else None)),
+                       "decoding": [int(decoding[warmup:].min()), int(decoding[warmup:].max())],
+                       "kv_read_tokens": int(kv.sum()), "floor_s": round(float(traced_floor_s), 1),
+                       "floor_ratio": round(float(seconds.sum() / traced_floor_s), 3)},
+            "fit_error": round(float(a * len(replayed) + b * replayed[:, 1].sum() / 1e6) / traced_s - 1, 4),
+            "holdout_error": round(second / float(seconds[middle:n].sum()) - 1, 4),
+            "schedule": {"mean_abs_decoding_diff": round(float(np.abs(steps[:n, 0] - decoding[:n]).mean()), 2),
+                         "kv_read_ratio": round(float(steps[:n, 1].sum() / kv[:n].sum()), 4)},
+            "replayed": {**stats, "label": "measured" if complete else "PROJECTION", "seconds": round(whole, 1),
+                         "tail_steps": tail, "seconds_low": round(whole_low, 1),
+                         "eval_floor_s": floor["eval_floor_s"], "eval_floor_ratio": floor["eval_floor_ratio"]}}
+    if complete:
+        part["measured_s"] = record["generation_s"]
+        part["whole_fit_error"] = round(whole / record["generation_s"] - 1, 4)
     model = record["length_model"]
     if model["name"] == "sweep":
         lengths_model = length_model.sweep(Path(model["parameters"]["source"]))
@@ -221,11 +276,14 @@ def traced_part(record: dict, project_requests: list[int], capacities: list[int]
     mean_prompt = round(float(np.mean(prompts)))
     projections = []
     for requests in project_requests:
-        drawn = lengths_model.draw(requests // N_SAMPLES, N_SAMPLES, record.get("length_seed", 0))
+        drawn = lengths_model.draw(requests // N_SAMPLES, N_SAMPLES, record.get("projection_seed", 0))
         for kv_capacity in capacities or [capacity]:
-            projections.append({"label": "PROJECTION", **predict_eval(a, b, drawn, [mean_prompt] * len(drawn),
-                                                                       max_num_seqs, kv_capacity, bpt),
-                                "length_model": lengths_model.describe(drawn)})
+            predicted = predict_eval(a, b, drawn, [mean_prompt] * len(drawn), max_num_seqs, kv_capacity, bpt,
+                                     fitted_from=fit["decoding_fitted"][0])
+            for key in ("seconds", "seconds_low"):  # the warm-up as traced
+                predicted[key] = round(predicted[key] + fit["warmup_seconds"], 1)
+            predicted["eval_floor_ratio"] = round(predicted["seconds"] / predicted["eval_floor_s"], 3)
+            projections.append({"label": "PROJECTION", **predicted, "length_model": lengths_model.describe(drawn)})
     return {"fit": fit, "measured_part": part, "projections": projections}
 
 
@@ -249,20 +307,30 @@ def main() -> None:
     if "step_trace" in record:
         figures = traced_part(record, args.project_requests, args.kv_capacity)
         fit, part = figures["fit"], figures["measured_part"]
-        print(f"{args.record.name}: {record['requests']} requests, {record['generation_s']} s generation, adapter "
-              f"{record['adapter']}, lengths {record['length_model']['name']} (mean {part['mean_tokens']})")
-        print(f"fit over {fit['steps_fitted']} steps: step = {1000 * fit['step_s']:.2f} ms + "
-              f"{1000 * fit['s_per_million_kv_tokens']:.1f} ms per million KV tokens read (R^2 {fit['r2']}, "
-              f"residual SD {fit['residual_sd_ms']} ms)")
-        print(f"measured part replayed (KV cache {part['kv_capacity_tokens']:,} tokens, {part['preemptions']} "
-              f"preemptions): {part['seconds']} s vs {part['measured_s']} s measured (fit error "
-              f"{100 * part['fit_error']:+.1f}%), {part['steps']} steps vs {part['measured_steps']} traced; floor "
-              f"{part['eval_floor_s']} s")
+        traced = part["traced"]
+        print(f"{args.record.name}: {record['requests']} requests, lengths {record['length_model']['name']} (mean "
+              f"{part['mean_tokens']}, {part['at_cap']} at the cap), adapter {record['adapter']}, KV cache "
+              f"{part['kv_capacity_tokens']:,} tokens; " + (f"{record['generation_s']} s generation" if part["complete"]
+              else f"CUT SHORT: {traced['steps']:,} steps traced ({traced['seconds']} s, {traced['done']} done)"))
+        print(f"traced: {traced['seconds']} s of steps, KV-read floor {traced['floor_s']} s: {traced['floor_ratio']}x")
+        print(f"fit over {fit['steps_fitted']:,} steps ({fit['decoding_fitted'][0]}-{fit['decoding_fitted'][1]} "
+              f"sequences decoding; {fit['warmup_steps']} warm-up steps, {fit['warmup_seconds']} s, left out): step = "
+              f"{1000 * fit['step_s']:.2f} ms + {1000 * fit['s_per_million_kv_tokens']:.1f} ms per million KV tokens "
+              f"read ({fit['kv_read_tb_per_s']} TB/s; R^2 {fit['r2']}, residual SD {fit['residual_sd_ms']} ms)")
+        print(f"errors over the traced steps: replay at the fit {100 * part['fit_error']:+.1f}%, first half's fit on "
+              f"the second {100 * part['holdout_error']:+.1f}%; schedule: decoding off by "
+              f"{part['schedule']['mean_abs_decoding_diff']} a step, KV reads x{part['schedule']['kv_read_ratio']}")
+        whole = part["replayed"]
+        print(f"{whole['label']}: the whole part {whole['seconds']} s (low {whole['seconds_low']} s: its "
+              f"{whole['tail_steps']:,} steps of fewer sequences than traced at {1000 * MERGED_STEP_S} ms), "
+              f"{whole['steps']:,} steps, "
+              f"{whole['preemptions']} preemptions; floor {whole['eval_floor_s']} s ({whole['eval_floor_ratio']}x)"
+              + (f"; measured {part['measured_s']} s ({100 * part['whole_fit_error']:+.1f}%)" if part["complete"] else ""))
         for p in figures["projections"]:
             print(f"PROJECTION: {p['requests']} samples ({p['length_model']['name']}, mean {p['mean_tokens']}, "
                   f"{p['at_cap']} at the cap), KV cache {p['kv_capacity_tokens']:,} tokens: {p['seconds']} s = "
-                  f"{p['seconds'] / 60:.1f} min, floor {p['eval_floor_s']} s ({p['eval_floor_ratio']}x), "
-                  f"{p['preemptions']} preemptions")
+                  f"{p['seconds'] / 60:.1f} min (low {p['seconds_low'] / 60:.1f} min), floor {p['eval_floor_s']} s "
+                  f"({p['eval_floor_ratio']}x), {p['preemptions']} preemptions")
         if args.out:
             args.out.write_text(json.dumps({"record": args.record.name, **figures}, indent=1) + "\n")
         return

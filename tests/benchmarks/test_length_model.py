@@ -149,11 +149,13 @@ def synthetic_part(a: float, b: float, capacity: int):
 
 def test_the_refit_recovers_a_traced_parts_step_cost_and_projects_the_eval_labelled():
     record = synthetic_part(2e-3, 30e-3, capacity=4_000)
-    fit = model.fit_trace(record["step_trace"])
+    fit = model.fit_trace(record["step_trace"], warmup=0)
     assert fit["step_s"] == pytest.approx(2e-3, rel=1e-6) and fit["s_per_million_kv_tokens"] == pytest.approx(30e-3, rel=1e-6)
     figures = model.traced_part(record, [24], [100_000])  # at real lengths: a cache that holds one request
     part = figures["measured_part"]
-    assert part["fit_error"] == pytest.approx(0, abs=1e-4) and part["preemptions"] > 0  # the cache ran short
+    assert part["fit_error"] == pytest.approx(0, abs=1e-4) and part["holdout_error"] == pytest.approx(0, abs=1e-4)
+    assert part["replayed"]["preemptions"] > 0 and part["schedule"]["kv_read_ratio"] == 1.0  # the cache ran short
+    assert part["complete"] and part["whole_fit_error"] == pytest.approx(0, abs=1e-3)  # warm-up seconds rounded
     [projected] = figures["projections"]
     assert projected["label"] == "PROJECTION" and projected["requests"] == 24 and projected["kv_capacity_tokens"] == 100_000
     assert projected["length_model"]["name"] == "published" and projected["eval_floor_ratio"] > 1
@@ -202,9 +204,17 @@ def test_the_cycle_record_from_a_measured_part_and_a_measured_sweep(tmp_path, mo
     assert report["eval_length_mean_tokens"] == record["eval_length_mean_tokens"] and report["eval_floor_ratio"] == 1.5
     assert report["gpu_minutes_per_cycle"] == pytest.approx(
         (2.2 + 100 * 5.01 + evaluated["eval_s"]) / 60, abs=0.01) and "PROJECTION" in report["note"]
-    cut = record | {"status": "cut by --time-limit"}
+    # a part cut short (--time-limit, a lost machine) is fitted on what it traced; the ratio is the traced steps'
+    cut = {k: v for k, v in record.items() if k not in ("generation_s", "eval_floor_ratio")} | {"status": "running",
+                                                                                             "done_so_far": 3}
+    cut["step_trace"] = {k: v[:len(v) // 2] for k, v in record["step_trace"].items()}
+    cut_report = bench_cycle.record_from_records(sweep, cut, part, "cmd")
+    traced = cut_report["eval_part"]["traced"]
+    assert traced["done"] == 3 and traced["steps"] == len(cut["step_trace"]["seconds"])
+    assert cut_report["eval_floor_ratio"] == traced["floor_ratio"] and "cut short" in cut_report["eval_floor_ratio_of"]
+    assert cut_report["eval_part"]["whole_part"]["label"] == "PROJECTION"
     with pytest.raises(ValueError, match="nothing to project"):
-        bench_cycle.eval_projection(cut)
+        bench_cycle.eval_projection({k: v for k, v in cut.items() if k != "step_trace"})
 
 
 def test_the_cycle_benchmark_takes_a_short_eval_record_only_as_the_short_probe(tmp_path):
