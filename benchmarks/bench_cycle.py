@@ -563,14 +563,8 @@ def main(argv=None) -> dict:
                       "each later cycle's measured fixed cost", "per_cycle": cycles}
     path = out / f"bench_cycle_{report['date']}.json"
     if recorded is not None:
-        evaluated = eval_projection(recorded)
-        eval_s = evaluated["eval_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
-        report |= projection(cycles, figures, eval_s, f"AIME24-sized, recorded in {args.eval_from.name} (not "
-                             "measured in this run" + ("" if evaluated["measured"] else "; its 360 samples "
-                             "PROJECTED from a measured part") + "), grading scaled by 12x the samples")
-        report |= {"length_model": recorded.get("length_model", {"name": "short"}),
-                   "eval_length_mean_tokens": recorded.get("eval_length_mean_tokens", recorded["lengths"]["mean"]),
-                   "eval_floor_ratio": recorded.get("eval_floor_ratio")}
+        report = with_aime_eval(report, cycles, figures, recorded,
+                                f"AIME24-sized, recorded in {args.eval_from.name} (not measured in this run")
     elif args.tiny or args.skip_eval:
         small = statistics.mean(c["eval_generation_s"] + c["eval_grading_s"] for c in cycles[1:])
         report |= projection(cycles, figures, small, "the sweep's own small eval (not AIME-sized)")
@@ -579,13 +573,7 @@ def main(argv=None) -> dict:
         report["aime_eval"] = aime = aime_sized_eval(runs[0], work, args.length_seed, args.eval_kv_cache,
                                                      lengths=args.lengths, problems=args.eval_problems,
                                                      time_limit=args.time_limit)
-        evaluated = eval_projection(aime)
-        eval_s = evaluated["eval_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
-        report |= projection(cycles, figures, eval_s, "AIME24-sized (part 2" + ("" if evaluated["measured"] else
-                             ", its 360 samples PROJECTED from the measured part") + "), grading scaled by 12x the "
-                             "samples")
-        report |= {"length_model": aime["length_model"], "eval_length_mean_tokens": aime["eval_length_mean_tokens"],
-                   "eval_floor_ratio": aime.get("eval_floor_ratio"), "eval_360": evaluated}
+        report = with_aime_eval(report, cycles, figures, aime, "AIME24-sized (part 2")
     path.write_text(json.dumps(report, indent=1))
     print(f"[bench_cycle] {device}, {report['launcher_path']}: steady step {figures['steady_step_s']} s, fixed cost "
           f"{figures['fixed_cost_s_first']} s (first cycle), {figures['fixed_cost_s_after_first']} s after "
@@ -593,6 +581,18 @@ def main(argv=None) -> dict:
           f"cycle (target {TARGET_GPU_MINUTES}): {report['parts_minutes']}; {path}", flush=True)
     return report
 
+
+
+def with_aime_eval(report: dict, cycles: list[dict], figures: dict, record: dict, source: str) -> dict:
+    """The report with the recipe cycle projected at an AIME24-sized eval `record` (its 360 samples measured,
+    or PROJECTED from a measured part), grading scaled by 12x the samples, and the eval's length model."""
+    evaluated = eval_projection(record)
+    eval_s = evaluated["eval_s"] + statistics.mean(c["eval_grading_s"] for c in cycles[1:]) * 12
+    words = source + ("" if evaluated["measured"] else "; its 360 samples PROJECTED from a measured part")
+    return report | projection(cycles, figures, eval_s, words + "), grading scaled by 12x the samples") | {
+        "length_model": record.get("length_model", {"name": "short"}),
+        "eval_length_mean_tokens": record.get("eval_length_mean_tokens", (record.get("lengths") or {}).get("mean")),
+        "eval_floor_ratio": record.get("eval_floor_ratio"), "eval_360": evaluated}
 
 if __name__ == "__main__":
     main()
