@@ -88,3 +88,25 @@ def test_training_precision_and_profile_step_are_checked_naming_the_value():
     message = str(err.value)
     assert "train.fp32_matmul='fp16' is not one of ['tf32', 'ieee']" in message
     assert "train.profile_step=101 must be a step of the run, 1..train.max_steps=100, or null" in message
+
+
+def test_a_saved_config_reads_back_as_the_run_it_was_written_from_fast_or_through_omegaconf(tmp_path):
+    """from_dict builds a saved config straight into the dataclasses (status reads thousands): for every option
+    of every group it gives what OmegaConf's merge gives, and a value of another type still goes through
+    OmegaConf, which converts it."""
+    from omegaconf import OmegaConf
+
+    from opsd_sweep.config import RunConfig, _built, from_dict, to_dict
+    from opsd_sweep.run.rundir import RunDir, atomic_write_text
+
+    for group in ("model", "data", "recipe", "loss", "eval", "anchor", "profile"):
+        for option in group_options(group):
+            overrides = [f"{group}={option}"] + ([f"{group}.path={tmp_path / 't.jsonl'}"] if option == "local" else [])
+            run = load_run_config(compose(overrides + (["profile=tiny"] if option.startswith("tiny") else [])))
+            run_dir = RunDir(tmp_path / f"{group}-{option}")
+            atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
+            saved = run_dir.read_config_dict()
+            assert _built(RunConfig, saved) == run == OmegaConf.to_object(
+                OmegaConf.merge(OmegaConf.structured(RunConfig), saved)), (group, option)
+    saved["learning_rate"] = "2e-5"  # a hand-edited value: not a float, OmegaConf converts it
+    assert from_dict(saved).learning_rate == 2e-5
