@@ -527,12 +527,11 @@ def main(argv=None) -> dict:
         report = record_from_records(sweep_from(args.sweep_from), recorded, args.eval_from, command)
         name = "" if lengths.name == "published" else f"_{lengths.name}"
         path = out / f"bench_cycle_{report['date']}{name}.json"
-        path.write_text(json.dumps(report, indent=1))
-        print(f"[bench_cycle] from {args.sweep_from.name} and {args.eval_from.name}: PROJECTED "
-              f"{report['gpu_minutes_per_cycle']} GPU-minutes per recipe cycle {report['parts_minutes']}, eval at "
-              f"{report['length_model']['name']} lengths (mean {report['eval_length_mean_tokens']}); measured "
-              f"{report['eval_floor_ratio']}x the KV-read floor over {report['eval_floor_ratio_of']}; {path}", flush=True)
-        return report
+        return written(report, path, f"from {args.sweep_from.name} and {args.eval_from.name}: PROJECTED "
+                       f"{report['gpu_minutes_per_cycle']} GPU-minutes per recipe cycle {report['parts_minutes']}, "
+                       f"eval at {report['length_model']['name']} lengths (mean {report['eval_length_mean_tokens']}); "
+                       f"measured {report['eval_floor_ratio']}x the KV-read floor over "
+                       f"{report['eval_floor_ratio_of']}")
     results, seeds = work / "results", ",".join(str(i) for i in range(1, args.cycles + 1))
     if args.tiny:
         cache = (args.cache_dir or work / "cache").absolute()
@@ -574,11 +573,16 @@ def main(argv=None) -> dict:
                                                      lengths=args.lengths, problems=args.eval_problems,
                                                      time_limit=args.time_limit)
         report = with_aime_eval(report, cycles, figures, aime, "AIME24-sized (part 2")
+    return written(report, path, f"{device}, {report['launcher_path']}: steady step {figures['steady_step_s']} s, "
+                   f"fixed cost {figures['fixed_cost_s_first']} s (first cycle), {figures['fixed_cost_s_after_first']} "
+                   f"s after (target {TARGET_FIXED_COST_S}); PROJECTED {report['gpu_minutes_per_cycle']} GPU-minutes "
+                   f"per recipe cycle (target {TARGET_GPU_MINUTES}): {report['parts_minutes']}")
+
+
+def written(report: dict, path: Path, line: str) -> dict:
+    """Write the report's record to `path` and say `line` (with where it went)."""
     path.write_text(json.dumps(report, indent=1))
-    print(f"[bench_cycle] {device}, {report['launcher_path']}: steady step {figures['steady_step_s']} s, fixed cost "
-          f"{figures['fixed_cost_s_first']} s (first cycle), {figures['fixed_cost_s_after_first']} s after "
-          f"(target {TARGET_FIXED_COST_S}); PROJECTED {report['gpu_minutes_per_cycle']} GPU-minutes per recipe "
-          f"cycle (target {TARGET_GPU_MINUTES}): {report['parts_minutes']}; {path}", flush=True)
+    print(f"[bench_cycle] {line}; {path}", flush=True)
     return report
 
 
