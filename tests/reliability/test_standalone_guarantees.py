@@ -68,3 +68,17 @@ def test_a_finished_evaluation_run_again_is_skipped_and_says_so(tiny_cache, tmp_
     out = capsys.readouterr().out
     assert f"[evaluate] skip {run_dir.path.name}: finished, with today's scores" in out and "avg@" in out
     assert again["created_at"] == first["created_at"] and run_dir.read_status() == status  # nothing rewritten
+
+
+def test_a_finished_evaluation_whose_evaluator_is_since_found_wrong_is_not_skipped(tiny_cache, tmp_path, capsys):
+    import json
+
+    evaluate_standalone(eval_run(tiny_cache, tmp_path))
+    _, run_dir = locate_eval_dir(eval_run(tiny_cache, tmp_path))
+    evaluation = json.loads(run_dir.eval_json.read_text())
+    evaluation["evaluator"]["version"] = 0  # a version since bumped: its scores are not today's
+    run_dir.eval_json.write_text(json.dumps(evaluation))
+    capsys.readouterr()
+    again = evaluate_standalone(eval_run(tiny_cache, tmp_path))
+    assert "skip" not in capsys.readouterr().out
+    assert again["evaluator"]["version"] != 0 and json.loads(run_dir.eval_json.read_text())["evaluator"]["version"] != 0

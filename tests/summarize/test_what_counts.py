@@ -146,3 +146,17 @@ def test_the_seeds_advice_prices_the_collapse_rate(tmp_path):
     main([str(tmp_path), "--out", str(tmp_path / "out"), "--anchor", "none", "--baseline", "lr=1e-05", "--no-plots"])
     report = (tmp_path / "out" / "summary.md").read_text()
     assert f"needs **{p['seeds_collapsing']} seeds** for the same effect" in report
+
+
+def test_a_config_yaml_rewritten_in_place_is_typed_again_not_served_from_the_cache(tmp_path):
+    import os
+
+    from opsd_sweep.run.record import RunRecord
+
+    run_dir = runs_of(tmp_path / "g", 1e-5, (1,), 0.0, np.random.default_rng(6))[0]
+    assert RunRecord.read(run_dir).typed_config().learning_rate == 1e-5
+    text = run_dir.config.read_text()
+    run_dir.config.write_text(text.replace("learning_rate: 1.0e-05", "learning_rate: 3.0e-05", 1))
+    stat = run_dir.config.stat()
+    os.utime(run_dir.config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a later write, surely
+    assert RunRecord.read(run_dir).typed_config().learning_rate == 3e-5
