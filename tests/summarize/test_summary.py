@@ -12,7 +12,8 @@ import pytest
 from scipy import stats as sps
 
 from opsd_sweep.summarize.collect import collect
-from opsd_sweep.summarize.config_stats import analyse, cost_optimal_k, phase_costs
+from opsd_sweep.inference.design import cost_optimal_k
+from opsd_sweep.summarize.config_stats import analyse, phase_costs
 from opsd_sweep.summarize.report import samples_cost_statement
 from opsd_sweep.config import AnchorConfig
 from opsd_sweep.summary import main, parse_args

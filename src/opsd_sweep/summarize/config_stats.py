@@ -19,6 +19,7 @@ from opsd_sweep.summarize.collect import is_base_model
 from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.arms import Anchor, Arm, RunSD, anchor_arm, compare_arms, run_sd
+from opsd_sweep.inference.design import cost_optimal_k
 from opsd_sweep.inference.sensitivity import verdict_holds_to_sd
 from opsd_sweep.selector import select_config
 
@@ -262,16 +263,6 @@ def phase_costs(usable: pd.DataFrame) -> tuple[float, float] | None:
         return None
     both = usable[(usable["gpu_hours.train"] > 0) & (usable["gpu_hours.evaluate"] > 0)]
     return (float(both["gpu_hours.train"].mean()), float(both["gpu_hours.evaluate"].mean())) if len(both) else None
-
-
-def cost_optimal_k(eval_var: float, k: int, train_var: float, train_h: float, eval_h: float) -> float | None:
-    """Samples per problem that make a config's mean most precise per GPU-hour, or None when no training-seed
-    variance is left (then more samples beat more seeds). Two-stage sampling's optimum (Cochran, Sampling
-    Techniques, 10.6): sqrt(c_run / c_sample x var_sample / var_run), with the per-sample variance
-    eval_var x k and eval hours taken as proportional to samples; no statistics library offers it."""
-    if train_var <= 0:
-        return None
-    return math.sqrt(train_h / (eval_h / k) * (eval_var * k) / train_var)
 
 
 def power_columns(table: pd.DataFrame, s: SummarySettings, reference: str, baseline: str | None,
