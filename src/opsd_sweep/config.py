@@ -130,13 +130,25 @@ class CheckpointRaceConfig:
 
 
 @dataclass
+class AutoKConfig:
+    """eval.n_samples=auto (opsd_sweep.evaluate.sampling_plan): each run's K from the sweep's own runs."""
+    first: int = MISSING     # K of the sweep's first runs, before the pool can price K
+    low: int = MISSING       # the cost-optimal K is held to [low, high]
+    high: int = MISSING
+    min_runs: int = MISSING  # finished runs with per-phase GPU-hours the pool needs before it prices K
+
+
+@dataclass
 class EvalConfig:
     name: str = MISSING
     path: str = MISSING
     split: str = MISSING
     problem_field: str = MISSING
     answer_field: str = MISSING
-    n_samples: int = MISSING
+    n_samples: Any = MISSING                 # K samples per problem (an int >= 1), or "auto" (eval.auto_k)
+    auto_k: AutoKConfig = field(default_factory=AutoKConfig)
+    allocation: str = MISSING                # uniform | neyman (per-problem counts from a pilot: sampling_plan.py)
+    allocation_floor: int = MISSING          # allocation=neyman: the fewest samples any problem gets
     temperature: float = MISSING
     top_p: float = MISSING
     top_k: int = MISSING
@@ -226,6 +238,7 @@ class SimulateConfig:
     problem_seed: int = MISSING
     noise_seed: int = MISSING
     gpu_hours_per_run: float = MISSING
+    train_gpu_hours: Optional[float] = MISSING  # null: gpu_hours_per_run, unsplit; else per phase (simulate.py)
 
 
 @dataclass
@@ -257,6 +270,8 @@ TEACHERS = ("fixed", "ema", "student")  # opsd_sweep.train.teacher
 REPORT_TO = ("none", "tensorboard", "wandb")  # opsd_sweep.trackers
 STRATEGIES = ("ddp", "fsdp")  # launchers/accelerate/<strategy>.yaml, passed by the cycle to accelerate launch
 EVAL_CHECKPOINTS = ("final", "all", "race")
+ALLOCATIONS = ("uniform", "neyman")  # eval.allocation (opsd_sweep.evaluate.sampling_plan)
+AUTO = "auto"  # eval.n_samples=auto
 
 CHOICES = {
     "model.dtype": ("bfloat16", "float32", "float16"),
@@ -400,7 +415,7 @@ def validate(run: RunConfig) -> list[str]:
              f"clip={run.clip} must be > 0 with loss.clip_mode={lo.clip_mode} (or set loss.clip_mode=none)")
     need(run.loss_top_k is None or run.loss_top_k >= 1, f"loss_top_k={run.loss_top_k} must be >= 1 or null")
     e = run.eval
-    need(e.n_samples >= 1, f"eval.n_samples={e.n_samples} must be >= 1")
+    problems.extend(_check_sampling_plan(e))
     need(e.checkpoints in EVAL_CHECKPOINTS, f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}")
     need(e.average_last >= 1, f"eval.average_last={e.average_last} must be >= 1")
     problems.extend(_check_checkpoint_race(e))
@@ -435,6 +450,8 @@ def validate(run: RunConfig) -> list[str]:
         need(sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
              "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0")
         need(sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1")
+        need(sm.train_gpu_hours is None or sm.train_gpu_hours > 0,
+             f"simulate.train_gpu_hours={sm.train_gpu_hours} must be > 0 (e.g. 0.15: 9 GPU-minutes) or null")
     return problems
 
 
@@ -459,9 +476,44 @@ def _check_strategy(run: RunConfig) -> list[str]:
     return problems
 
 
+def is_sample_count(value: Any) -> bool:
+    """A declared K: a whole number >= 1 (not a bool, not a float)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_sampling_plan(e: EvalConfig) -> list[str]:
+    """eval.n_samples is a K or auto (with sane auto_k bounds); eval.allocation is known, its floor >= 1; the
+    checkpoint race draws its rounds from a fixed uniform K, so it takes neither option."""
+    problems = []
+    if not (is_sample_count(e.n_samples) or e.n_samples == AUTO):
+        problems.append(f"eval.n_samples={e.n_samples!r} must be a whole number >= 1 (e.g. eval.n_samples=12) or "
+                        f"{AUTO} (each run's K from the sweep's own runs, bounded by eval.auto_k)")
+    a = e.auto_k
+    if e.n_samples == AUTO:
+        if not 1 <= a.low <= a.high:
+            problems.append(f"eval.auto_k.low={a.low} and eval.auto_k.high={a.high} must satisfy 1 <= low <= high "
+                            "(e.g. eval.auto_k.low=2 eval.auto_k.high=16)")
+        if a.first < 1:
+            problems.append(f"eval.auto_k.first={a.first} must be >= 1 (the K of the sweep's first runs, e.g. 4)")
+        if a.min_runs < 2:
+            problems.append(f"eval.auto_k.min_runs={a.min_runs} must be >= 2: the run-to-run variance needs two runs "
+                            "(e.g. eval.auto_k.min_runs=4)")
+    if e.allocation not in ALLOCATIONS:
+        problems.append(f"eval.allocation={e.allocation!r} is not one of {list(ALLOCATIONS)} (uniform: K samples of "
+                        "every problem; neyman: per-problem counts from a pilot)")
+    if e.allocation_floor < 1:
+        problems.append(f"eval.allocation_floor={e.allocation_floor} must be >= 1 (2 keeps every problem's own "
+                        "variance estimable: eval.allocation_floor=2)")
+    if e.checkpoints == "race" and (e.n_samples == AUTO or e.allocation != "uniform"):
+        problems.append(f"eval.checkpoints=race with eval.n_samples={e.n_samples} eval.allocation={e.allocation}: "
+                        "the race's rounds need one fixed K for every problem; set eval.n_samples to a number and "
+                        "eval.allocation=uniform, or use eval.checkpoints=final")
+    return problems
+
+
 def _check_checkpoint_race(e: EvalConfig) -> list[str]:
     """The race's rounds must end below eval.n_samples, and its paired test needs two problems."""
-    if e.checkpoints != "race":
+    if e.checkpoints != "race" or not is_sample_count(e.n_samples):  # other K: _check_sampling_plan says so
         return []
     r, key = e.checkpoint_race, "eval.checkpoint_race"
     problems = []

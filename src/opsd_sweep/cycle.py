@@ -29,6 +29,8 @@ from opsd_sweep import ACCELERATE_DIR, backends, collapse
 from opsd_sweep.config import RunConfig, load_run_config, to_dict
 from opsd_sweep.run.keys import input_identities
 from opsd_sweep.run.identity import evaluation_problem
+from opsd_sweep.run.record import planned_samples
+from opsd_sweep.evaluate.sampling_plan import ensure_plan, plan_path
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.run.claims import (SLURM_LIVE_STATES, Claim, RunClaimedError, claim_run, current_owner,
@@ -164,6 +166,7 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
     if run.force and previous.get("state") in ("done", "collapsed"):  # a forced rerun starts from scratch
         shutil.rmtree(run_dir.train_dir, ignore_errors=True)
         shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
+        plan_path(run_dir).unlink(missing_ok=True)  # and plans its samples again (eval.n_samples=auto, allocation)
         previous = {"attempts": previous.get("attempts", 0), "attempt_log": previous.get("attempt_log") or []}
     if previous.get("eval_unreadable"):
         print(f"[opsd_sweep] {run_dir.path.name}: {run_dir.eval_json} does not read back; evaluating again "
@@ -184,6 +187,7 @@ def _run_claimed(run: RunConfig, where: Location, run_dir: RunDir, previous: dic
                           started_at=utc_now(), ended_at=None, error=None, collapse=None,
                           phase_seconds=phase_seconds, gpu_hours=gpu_hours)
     try:
+        ensure_plan(run, run_dir)  # its samples per problem, fixed before any is drawn (once; a resume reuses it)
         if run.executor == "simulate":  # the noise model writes the run dir: no phase processes
             return simulate_cycle(run, run_dir)
         gpus = run_gpus(run.train.num_gpus)
@@ -238,13 +242,13 @@ def _final_checkpoint(run: RunConfig, run_dir: RunDir) -> Path | None:
 
 def _phase_complete(phase: str, run: RunConfig, run_dir: RunDir) -> bool:
     """Training is complete at the final checkpoint; evaluation when eval.json holds today's scores of
-    that checkpoint (identity.evaluation_problem), with all eval.n_samples."""
+    that checkpoint (identity.evaluation_problem), with all eval.n_samples (or the K its sampling plan chose)."""
     final = _final_checkpoint(run, run_dir)
     if phase == "train" or final is None:
         return final is not None
     evaluation = run_dir.read_eval()
     return evaluation is not None and evaluation_problem(evaluation, final, run.eval.merge_lora,
-                                                         run.eval.n_samples) is None
+                                                         planned_samples(run_dir, run.eval.n_samples)) is None
 
 
 def settled_status(run: RunConfig, run_dir: RunDir) -> dict:
@@ -257,7 +261,8 @@ def settled_status(run: RunConfig, run_dir: RunDir) -> dict:
     evaluation = run_dir.read_eval()
     if evaluation is None:
         return status | {"state": "evaluating", "eval_unreadable": True}
-    again = evaluation_problem(evaluation, _final_checkpoint(run, run_dir), run.eval.merge_lora, run.eval.n_samples)
+    again = evaluation_problem(evaluation, _final_checkpoint(run, run_dir), run.eval.merge_lora,
+                               planned_samples(run_dir, run.eval.n_samples))
     return status | {"state": "evaluating", "eval_again": again} if again else status
 
 

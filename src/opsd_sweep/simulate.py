@@ -8,7 +8,13 @@ benchmark. The model (values in conf/simulate/, schema `SimulateConfig`):
 - one training run = true score + N(0, train_seed_sd) points (the training-seed effect);
 - problem i has a fixed difficulty d_i ~ N(0, difficulty_sd) logits, shared by every config; the run's
   per-problem solve rate is sigmoid(shift - d_i), the shift chosen so the rates average to the run's score;
-- each problem gets K = eval.n_samples Bernoulli samples: the eval-sampling noise.
+- each problem gets K = eval.n_samples Bernoulli samples (the eval-sampling noise), or the count its
+  sampling plan gives it (eval.n_samples=auto, eval.allocation=neyman: evaluate/sampling_plan.py);
+- a sample's n_tokens is lognormal around a share of eval.max_new_tokens, longer when it is wrong (wrong
+  answers run on, some to the cap: finish_reason "length"), so an allocation's costs behave as on AIME;
+- GPU-hours: the declared simulate.gpu_hours_per_run, or with simulate.train_gpu_hours set, that for the
+  training phase and the eval step model's cost of the run's own samples for the eval phase (per phase, as
+  eval.n_samples=auto reads them from the sweep's runs).
 
 Everything a simulated run writes says so: status.json and eval.json carry "simulated": true.
 """
@@ -24,11 +30,15 @@ import numpy as np
 from opsd_sweep.config import RunConfig, SimulateConfig, get_dotted
 from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.evaluate.sampling_plan import SamplingPlan, ensure_plan, sample_gpu_seconds
 from opsd_sweep.run.keys import run_key
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text, utc_now
 
 # Per-problem solve rates are kept inside (0, 1) so that every problem can be both solved and missed.
 _SHIFT_GRID = np.linspace(-30.0, 30.0, 1201)
+# Sample lengths as a share of eval.max_new_tokens (mean), lognormal with this SD of the log: at AIME24's 38,912
+# tokens ~13.6k for a right answer and ~23k for a wrong one (wrong answers are the longest, some hit the cap).
+CORRECT_LENGTH, WRONG_LENGTH, LENGTH_SIGMA = 0.35, 0.6, 0.3
 
 
 # --- the noise model (pure, vectorised: the benchmark draws thousands of runs at once) -----------
@@ -87,14 +97,15 @@ def draw_correct_counts(true_scores: np.ndarray, sim: SimulateConfig, n_samples:
 def simulate_cycle(run: RunConfig, run_dir: RunDir) -> dict:
     """The cycle of executor=simulate on a claimed run: write the run dir, mark it done and simulated.
 
-    GPU-hours are the declared simulate.gpu_hours_per_run, so budgets can be exercised in simulation.
+    GPU-hours are the declared simulate.gpu_hours_per_run, so budgets can be exercised in simulation; with
+    simulate.train_gpu_hours set, per phase (simulated_gpu_hours).
     """
     started = time.monotonic()
     result = simulate_run(run, run_dir)
     run_dir.update_status(state="done", ended_at=utc_now(), simulated=True, gpus=[],
                           phase_seconds={"simulate": round(time.monotonic() - started, 4)},
-                          gpu_hours=run.simulate.gpu_hours_per_run)
-    print(f"[opsd_sweep] done {run_dir.path.name} (simulated): avg@{run.eval.n_samples} "
+                          gpu_hours=simulated_gpu_hours(run.simulate, result))
+    print(f"[opsd_sweep] done {run_dir.path.name} (simulated): avg@{result['n_samples']} "
           f"{result['metrics']['avg_at_n']:.2f}", flush=True)
     return {"state": "done", "simulated": True}
 
@@ -115,11 +126,32 @@ def simulate_run(run: RunConfig, run_dir: RunDir) -> dict:
     rng = np.random.default_rng([sim.noise_seed, int(run_key(semantic), 16)])
     true = true_score(sim, run)
     rates = draw_run_rates(np.array([true]), sim, rng)[0]
-    correct = rng.random((sim.n_problems, run.eval.n_samples)) < rates[:, None]
+    plan = ensure_plan(run, run_dir)
+    counts = plan.samples_of(problem_ids(sim))
+    correct = rng.random((sim.n_problems, max(counts))) < rates[:, None]
     _write_metrics(run, run_dir, true, rng)
-    result = _eval_record(run, correct, rng)
+    result = _eval_record(run, [row[:n] for row, n in zip(correct, counts)], rng, plan)
     atomic_write_json(run_dir.eval_json, result)
     return result
+
+
+def problem_ids(sim: SimulateConfig) -> list[str]:
+    return [f"sim-{i:03d}" for i in range(sim.n_problems)]
+
+
+def simulated_gpu_hours(sim: SimulateConfig, evaluation: dict) -> float | dict[str, float]:
+    """status.json's gpu_hours of a simulated run: the declared total, or per phase when simulate.train_gpu_hours
+    is set (the eval phase's from its samples' tokens by the eval step model)."""
+    if sim.train_gpu_hours is None:
+        return sim.gpu_hours_per_run
+    tokens = [s["n_tokens"] for p in evaluation["problems"] for s in p["samples"]]
+    return {"train": sim.train_gpu_hours, "evaluate": round(float(sample_gpu_seconds(tokens).sum()) / 3600, 6)}
+
+
+def sample_length(correct: bool, max_new_tokens: int, rng: np.random.Generator) -> int:
+    """A simulated sample's n_tokens (see CORRECT_LENGTH): >= 1, at most max_new_tokens (the cap)."""
+    mean = (CORRECT_LENGTH if correct else WRONG_LENGTH) * max_new_tokens
+    return int(min(max_new_tokens, max(1, round(mean * math.exp(rng.normal(-LENGTH_SIGMA**2 / 2, LENGTH_SIGMA))))))
 
 
 def _write_metrics(run: RunConfig, run_dir: RunDir, true: float, rng: np.random.Generator) -> None:
@@ -134,16 +166,22 @@ def _write_metrics(run: RunConfig, run_dir: RunDir, true: float, rng: np.random.
     atomic_write_text(run_dir.metrics, "".join(json.dumps(line) + "\n" for line in lines))
 
 
-def _eval_record(run: RunConfig, correct: np.ndarray, rng: np.random.Generator) -> dict:
-    """eval.json with the real evaluator's schema; a wrong sample predicts a wrong number."""
+def _eval_record(run: RunConfig, correct: list[np.ndarray], rng: np.random.Generator, plan: SamplingPlan) -> dict:
+    """eval.json with the real evaluator's schema (and its sampling plan's records); a wrong sample predicts a
+    wrong number and runs longer."""
     e = run.eval
     problems = []
-    for i, row in enumerate(correct):
+    for i, (problem_id, row) in enumerate(zip(problem_ids(run.simulate), correct)):
         answer = str(i)
-        problems.append({"id": f"sim-{i:03d}", "answer": answer, "samples": [
-            {"pred": answer if ok else str(i + 1 + int(rng.integers(0, 9))), "correct": bool(ok),
-             "formatted": True, "n_tokens": int(rng.integers(200, 2000)), "finish_reason": "stop"} for ok in row]})
-    return {"dataset": e.name, "n_problems": len(problems), "n_samples": e.n_samples,
+        samples = []
+        for ok in row:
+            n_tokens = sample_length(bool(ok), e.max_new_tokens, rng)
+            samples.append({"pred": answer if ok else str(i + 1 + int(rng.integers(0, 9))), "correct": bool(ok),
+                            "formatted": True, "n_tokens": n_tokens,
+                            "finish_reason": "length" if n_tokens >= e.max_new_tokens else "stop"})
+        problems.append({"id": problem_id, "answer": answer, "samples": samples})
+    allocated = {"samples_per_problem": {p["id"]: len(p["samples"]) for p in problems}} if plan.counts else {}
+    return {"dataset": e.name, "n_problems": len(problems), "n_samples": plan.k, **plan.eval_record(), **allocated,
             "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
                          "max_tokens": e.max_new_tokens, "thinking": e.thinking},
             "model": run.model.name, "checkpoint": None, "backend": "simulate", "seed": run.seed,

@@ -29,6 +29,7 @@ from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages
+from opsd_sweep.evaluate.sampling_plan import SamplingPlan, ensure_plan
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards, shards_for
 from opsd_sweep.run.identity import content_identity, engine_label, evaluator_identity, evaluator_problem
 from opsd_sweep.modeling import load_tokenizer
@@ -124,16 +125,18 @@ def drop_wrong_evaluation(eval_dir: Path, why: str) -> None:
     (eval_dir / "eval.json").unlink()
 
 
-def problem_records(problems: list[Problem], n_samples: int, samples: dict[tuple[int, int], Sample],
+def problem_records(problems: list[Problem], counts: list[int], samples: dict[tuple[int, int], Sample],
                     grades: list[Grade]) -> list[dict]:
-    """eval.json's per-problem records; `grades` is problem-major, like the pairs given to the grader."""
-    records = []
+    """eval.json's per-problem records (problem p with counts[p] samples); `grades` is problem-major, like the
+    pairs given to the grader."""
+    records, graded_so_far = [], 0
     for p, problem in enumerate(problems):
         rows = []
-        for s in range(n_samples):
-            sample, graded = samples[p, s], grades[p * n_samples + s]
+        for s in range(counts[p]):
+            sample, graded = samples[p, s], grades[graded_so_far + s]
             rows.append({"pred": graded.pred, "correct": graded.correct, "formatted": graded.formatted,
                          "n_tokens": sample.n_tokens, "finish_reason": sample.finish_reason})
+        graded_so_far += counts[p]
         records.append({"id": problem.id, "benchmark": problem.benchmark, "answer": problem.answer, "samples": rows})
     return records
 
@@ -149,11 +152,14 @@ def resolve_eval_backend(run: RunConfig, gpus: list[str]) -> RunConfig:
 
 
 def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
-             attach: Callable[[EngineSpec], Engine] | None = None, samples: int | None = None) -> dict:
+             attach: Callable[[EngineSpec], Engine] | None = None, samples: int | None = None,
+             sampling: SamplingPlan | None = None) -> dict:
     """Evaluate `checkpoint` (None: the base model) on run.eval; write eval_dir/eval.json; return it.
 
+    `sampling`: the run's sampling plan (sampling_plan.ensure_plan: its K and, with an allocation, each problem's
+    count); None: eval.n_samples of every problem, which must then be a number.
     `samples`: score the first `samples` samples per problem of the plan (a stage of eval.checkpoints=race;
-    None: all eval.n_samples). An eval.json of the same plan with at least as many samples is returned as
+    None: all of the plan's). An eval.json of the same plan with at least as many samples is returned as
     is; finished shards of an interrupted run, or of an earlier round, are kept and never drawn again.
     `attach` wraps an engine that is already running (the trainer's vLLM rollout engine) instead of
     starting new ones: it gets the spec to serve and returns the Engine, holding spec.model_path's weights
@@ -170,13 +176,18 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     prompts = render_eval_prompts(load_tokenizer(replace(run.model, path=spec.tokenizer_path)), e, problems)
     check_fits(run, prompts)
     ids = [p.id for p in problems]
-    samples = e.n_samples if samples is None else samples
+    sampling = sampling if sampling is not None else SamplingPlan(e.n_samples)
+    k = sampling.k
+    counts = sampling.samples_of(ids)
+    allocated = sampling.counts is not None
+    samples = k if samples is None else samples
     stages = race_stages(run)
-    if samples not in (*stages, e.n_samples):
-        raise ValueError(f"samples={samples} is no stage of this plan {stages or (e.n_samples,)}")
-    shards = plan_shards(ids, e.n_samples, e.shard_size, run.seed, stages)
+    if samples not in (*stages, k) or (allocated and samples != k):
+        raise ValueError(f"samples={samples} is no stage of this plan {stages or (k,)}")
+    shards = plan_shards(ids, k, e.shard_size, run.seed, stages, counts if allocated else None)
     evaluator = evaluator_identity(e.backend, checkpoint, e.merge_lora, e.kv_cache_dtype)
-    plan = fingerprint(spec, evaluator, prompts, ids, e.n_samples, e.shard_size, run.seed, stages)
+    plan = fingerprint(spec, evaluator, prompts, ids, k, e.shard_size, run.seed, stages,
+                       counts if allocated else None)
     out = eval_dir / "eval.json"
     existing = read_json_or_none(out)  # a torn or corrupted eval.json is written again
     wrong = evaluator_problem(existing, checkpoint, e.merge_lora) if isinstance(existing, dict) else None
@@ -189,7 +200,8 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
               "nothing to do", flush=True)
         return existing
     earlier = existing.get("timing", {}) if same_plan else {}  # an earlier round of the race: its time counts too
-    shards = shards_for(shards, samples)
+    counts = counts if allocated else [samples] * len(ids)  # the samples scored now, per problem
+    shards = shards if allocated else shards_for(shards, samples)
     groups = [gpus[:1]] if attach else engine_groups(e.backend, e.tensor_parallel_size, e.engines, gpus)
     store = ShardStore(eval_dir / "shards", plan)
     store.prepare()
@@ -203,9 +215,9 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     generation_seconds = time.monotonic() - started
     drawn = store.read(shards)
     started = time.monotonic()
-    pairs = [(drawn[p, s].text, problem.answer) for p, problem in enumerate(problems) for s in range(samples)]
+    pairs = [(drawn[p, s].text, problem.answer) for p, problem in enumerate(problems) for s in range(counts[p])]
     grades = grade_many(pairs, e.grade_timeout, e.grade_workers)
-    records = problem_records(problems, samples, drawn, grades)
+    records = problem_records(problems, counts, drawn, grades)
     result = {
         "dataset": e.name, "n_problems": len(problems), "n_samples": samples,
         "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
@@ -219,22 +231,26 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
                    "generation_seconds": round(earlier.get("generation_seconds", 0) + generation_seconds, 2),
                    "grading_seconds": round(earlier.get("grading_seconds", 0) + time.monotonic() - started, 2),
                    "wall_seconds": round(earlier.get("wall_seconds", 0) + time.monotonic() - wall_started, 2)},
+        **sampling.eval_record(),
+        **({"samples_per_problem": dict(zip(ids, counts))} if allocated else {}),
         "metrics": compute_metrics(records), "problems": records,
     }
     if e.suite is not None:  # eval.json keeps each benchmark; metrics (and pooled) are over all problems
         result["metrics"], result["benchmarks"] = suite_metrics(records)
     texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": drawn[p, s].text}) + "\n"
-                    for p in range(len(problems)) for s in range(samples))
+                    for p in range(len(problems)) for s in range(counts[p]))
     atomic_write_text(eval_dir / "completions.jsonl", texts)
     atomic_write_json(out, result)
-    if samples == e.n_samples:  # the whole plan is scored: nothing is left to draw
+    if samples == k:  # the whole plan is scored: nothing is left to draw
         discard_partial(eval_dir)
     return result
 
 
 def summary_line(result: dict) -> str:
+    """One line of scores; an allocated evaluation's pass@k is at its smallest per-problem count (metrics.py)."""
     m, n = result["metrics"], result["n_samples"]
-    return (f"{result['dataset']}: avg@{n} {m['avg_at_n']:.2f}  pass@{n} {m['pass_at_k'][str(n)]:.2f}  "
+    k = max(map(int, m["pass_at_k"]))
+    return (f"{result['dataset']}: avg@{n} {m['avg_at_n']:.2f}  pass@{k} {m['pass_at_k'][str(k)]:.2f}  "
             f"maj@{n} {m['maj_at_n']:.2f}  format {m['format_rate']:.1f}%  "
             f"truncated {m['truncation_rate']:.1f}%  mean tokens {m['mean_tokens']:.0f}")
 
@@ -244,19 +260,21 @@ def evaluate_run(run: RunConfig, run_dir: RunDir, checkpoint: Path | None,
     """A run's evaluation: with eval.checkpoints=all each checkpoint before the final one first, into
     eval/checkpoint-<step>/ (oldest first, each resumable on its own); with eval.checkpoints=race the race
     over every checkpoint (checkpoint_race.py); then `checkpoint` with all eval.n_samples into eval/, whose
-    eval.json marks the phase done. Each result goes to the trackers and the console."""
-    if run.eval.checkpoints == "race":
+    eval.json marks the phase done. Each result goes to the trackers and the console. Every evaluation follows
+    the run's sampling plan (sampling_plan.ensure_plan), fixed before its first sample."""
+    plan = ensure_plan(run, run_dir)
+    if run.eval.checkpoints == "race":  # a fixed uniform K: config.py refuses the race with a plan
         earlier = race_checkpoints(run, run_dir, lambda path, eval_dir, samples: evaluate(run, path, eval_dir,
                                                                                           attach, samples))
     elif run.eval.checkpoints == "all":
-        earlier = {step: evaluate(run, path, run_dir.checkpoint_eval_dir(step), attach)
+        earlier = {step: evaluate(run, path, run_dir.checkpoint_eval_dir(step), attach, sampling=plan)
                    for step, path in run_dir.checkpoints()[:-1]}
     else:
         earlier = {}
     for step, result in earlier.items():
         log_eval(run, run_dir, result["metrics"], step)
         print(f"checkpoint-{step} {summary_line(result)}", flush=True)
-    result = evaluate(run, checkpoint, run_dir.eval_dir, attach)
+    result = evaluate(run, checkpoint, run_dir.eval_dir, attach, sampling=plan)
     log_eval(run, run_dir, result["metrics"], run.train.max_steps)
     print(summary_line(result), flush=True)
     return result

@@ -3,6 +3,10 @@
 Shapes: `correct`, `formatted`, `truncated` are bool arrays [n_problems, n_samples]; `tokens` is a
 number array of the same shape; `preds` is a list (problems) of lists (samples) of str | None.
 Percentages are in [0, 100].
+
+An allocated evaluation (eval.allocation=neyman) draws n_i samples of problem i: every rate is then the mean
+over problems of per-problem means (inference.design.stratified_score: each problem weighs the same whatever
+its n_i, so the estimand is a uniform evaluation's), and pass@k exists only for k <= the smallest n_i.
 """
 
 from __future__ import annotations
@@ -62,27 +66,43 @@ def majority_at_n(preds: list[list[str | None]], correct: np.ndarray) -> float:
     return 100.0 * total / len(preds)
 
 
-def _sample_array(problems: list[dict], field: str, dtype) -> np.ndarray:
-    return np.array([[s[field] for s in p["samples"]] for p in problems], dtype=dtype)
+def per_problem_mean(rows: list[np.ndarray]) -> float:
+    """The mean over problems of each problem's mean over its samples (rows: one array per problem); with equal
+    counts the plain mean over problems x samples, computed as before (the same float)."""
+    if len({row.size for row in rows}) == 1:
+        return float(np.mean(np.stack(rows)))
+    return float(np.mean([row.mean() for row in rows]))
+
+
+def pass_at_k_stratified(correct: list[np.ndarray]) -> dict[str, float]:
+    """pass_at_k_curve for per-problem counts n_i: k = 1 .. min n_i (no unbiased pass@k beyond a problem's n_i)."""
+    smallest = min(row.size for row in correct)
+    return {str(k): 100.0 * float(np.mean([pass_at_k(row.size, int(row.sum()), k) for row in correct]))
+            for k in range(1, smallest + 1)}
+
+
+def _sample_rows(problems: list[dict], value) -> list[np.ndarray]:
+    return [np.array([value(s) for s in p["samples"]], dtype=float) for p in problems]
 
 
 def compute_metrics(problems: list[dict]) -> dict:
-    """Every metric of eval.json from its `problems` records (each with a `samples` list)."""
+    """Every metric of eval.json from its `problems` records (each with a `samples` list, of one length or,
+    for an allocated evaluation, each problem's own)."""
     if not problems:
         raise ValueError("compute_metrics needs at least one problem record")
     sizes = {len(p["samples"]) for p in problems}
-    if len(sizes) != 1 or 0 in sizes:
-        raise ValueError("every problem needs the same, non-zero number of samples; "
-                         f"found sizes {sorted(sizes)}")
-    correct = _sample_array(problems, "correct", bool)
-    truncated = np.array([[s["finish_reason"] == "length" for s in p["samples"]] for p in problems])
+    if 0 in sizes:
+        raise ValueError("every problem needs at least one sample; a problem record has none")
+    correct = _sample_rows(problems, lambda s: s["correct"])
+    uniform = len(sizes) == 1
+    preds = [[s["pred"] for s in p["samples"]] for p in problems]
     return {
-        "avg_at_n": avg_at_n(correct),
-        "pass_at_k": pass_at_k_curve(correct),
-        "maj_at_n": majority_at_n([[s["pred"] for s in p["samples"]] for p in problems], correct),
-        "format_rate": 100.0 * float(_sample_array(problems, "formatted", bool).mean()),
-        "mean_tokens": float(_sample_array(problems, "n_tokens", float).mean()),
-        "truncation_rate": 100.0 * float(truncated.mean()),
+        "avg_at_n": 100.0 * per_problem_mean(correct),
+        "pass_at_k": pass_at_k_curve(np.stack(correct).astype(bool)) if uniform else pass_at_k_stratified(correct),
+        "maj_at_n": majority_at_n(preds, [row.astype(bool) for row in correct]),
+        "format_rate": 100.0 * per_problem_mean(_sample_rows(problems, lambda s: s["formatted"])),
+        "mean_tokens": per_problem_mean(_sample_rows(problems, lambda s: s["n_tokens"])),
+        "truncation_rate": 100.0 * per_problem_mean(_sample_rows(problems, lambda s: s["finish_reason"] == "length")),
     }
 
 

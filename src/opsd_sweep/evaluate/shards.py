@@ -26,16 +26,21 @@ def derive_seed(*parts: object) -> int:
 
 
 def plan_shards(problem_ids: list[str], n_samples: int, shard_size: int, seed: int,
-                stages: tuple[int, ...] = ()) -> list[Shard]:
+                stages: tuple[int, ...] = (), counts: list[int] | None = None) -> list[Shard]:
     """problems x samples jobs in sample-major order, cut into shards of `shard_size` jobs.
 
     A sample's seed depends on (run seed, problem id, sample number) only, so vllm draws the same
-    sample whatever the sharding; hf seeds per shard. `stages` (eval.checkpoints=race: the samples per
-    problem after each round) also cut the shards, so that the first m samples of every problem are
-    exactly the shards before stage m: a round draws whole shards and never a sample of the next.
+    sample whatever the sharding, and whatever the samples per problem: with `counts` (an allocation:
+    problem p draws counts[p] samples, not n_samples) sample s of problem p is the sample a uniform plan
+    draws there, so two plans of one checkpoint share the samples both draw. hf seeds per shard. `stages`
+    (eval.checkpoints=race: the samples per problem after each round) also cut the shards, so that the
+    first m samples of every problem are exactly the shards before stage m: a round draws whole shards
+    and never a sample of the next.
     """
+    counts = [n_samples] * len(problem_ids) if counts is None else counts
     jobs = [Job(problem, sample, derive_seed(seed, problem_ids[problem], sample))
-            for sample in range(n_samples) for problem in range(len(problem_ids))]
+            for sample in range(max(counts, default=0)) for problem in range(len(problem_ids))
+            if sample < counts[problem]]
     bounds = sorted({0, *(m * len(problem_ids) for m in stages if 0 < m < n_samples), len(jobs)})
     starts = [(start, min(start + shard_size, end)) for begin, end in zip(bounds, bounds[1:])
               for start in range(begin, end, shard_size)]
@@ -49,7 +54,8 @@ def shards_for(shards: list[Shard], samples: int) -> list[Shard]:
 
 
 def fingerprint(spec: EngineSpec, evaluator: dict, prompts: list[list[int]], problem_ids: list[str],
-                n_samples: int, shard_size: int, seed: int, stages: tuple[int, ...] = ()) -> str:
+                n_samples: int, shard_size: int, seed: int, stages: tuple[int, ...] = (),
+                counts: list[int] | None = None) -> str:
     """What the samples depend on: the weights served (by content: an adapter rewritten at the same path
     is a new plan), the evaluator (identity.evaluator_identity), sampling, prompts and the plan — not GPU
     layout, batch sizes or memory settings, which may change between a killed run and its resume. How
@@ -61,6 +67,8 @@ def fingerprint(spec: EngineSpec, evaluator: dict, prompts: list[list[int]], pro
                 "problem_ids": problem_ids, "n_samples": n_samples, "shard_size": shard_size, "seed": seed}
     if stages:  # only race plans hold it: every other plan keeps the fingerprint it had
         identity["stages"] = list(stages)
+    if counts is not None:  # only allocated plans (eval.allocation=neyman) hold it, likewise
+        identity["samples_per_problem"] = list(counts)
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from opsd_sweep import CONF_DIR
 from opsd_sweep.config import RunConfig, load_run_config, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+from opsd_sweep.evaluate.sampling_plan import ensure_plan, plan_path
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.run.claims import claim_run, release_run
@@ -88,8 +89,9 @@ def _evaluate_standalone(run: RunConfig) -> dict:
                   "again)", flush=True)
             print(summary_line(finished), flush=True)
             return finished
-        if run.force:  # from scratch: no eval.json, no finished shards (only under the claim: never another's)
+        if run.force:  # from scratch: no eval.json, no finished shards, no plan (only under the claim: never another's)
             shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
+            plan_path(run_dir).unlink(missing_ok=True)
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))
         run_dir.write_identity(key, where.inputs)
         run_dir.update_status(key=key, kind=EVAL_ONLY, state="evaluating", started_at=utc_now(), ended_at=None,
@@ -98,7 +100,8 @@ def _evaluate_standalone(run: RunConfig) -> dict:
               f"-> {run_dir.path}", flush=True)
         checkpoint = Path(run.eval.checkpoint) if run.eval.checkpoint else None
         try:
-            result = evaluate(run, checkpoint, run_dir.eval_dir)
+            # eval.n_samples=auto / eval.allocation=neyman: planned from the group's other finished evaluations
+            result = evaluate(run, checkpoint, run_dir.eval_dir, sampling=ensure_plan(run, run_dir))
         except KeyboardInterrupt as err:
             run_dir.update_status(state="interrupted", ended_at=utc_now(),
                                   error={"message": f"{err or 'interrupted by SIGINT'} while evaluating; run the "

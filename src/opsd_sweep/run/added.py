@@ -49,6 +49,12 @@ ADDED = {
     "eval.checkpoint_race": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "eval/aime24.yaml").checkpoint_race),
                                   lambda e: e["checkpoints"] != "race"),
     "train.fp32_matmul": Added("ieee"),  # earlier runs did their fp32 (LoRA) matmuls in full fp32
+    # the sampling plan (evaluate/sampling_plan.py): out of the key at what every earlier run did
+    "eval.auto_k": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "eval/aime24.yaml").auto_k),
+                         lambda e: e["n_samples"] != "auto"),
+    "eval.allocation": Added("uniform", lambda e: e["allocation"] == "uniform"),
+    "eval.allocation_floor": Added(2, lambda e: e["allocation"] == "uniform"),
+    "simulate.train_gpu_hours": Added(None, lambda s: s["train_gpu_hours"] is None),
     "train.collapse": Added(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "recipe/paper.yaml").train.collapse)),
 }
 

@@ -81,7 +81,8 @@ def semantic_dict(run: RunConfig) -> dict:
                 data[section].pop(key, None)
     # knobs added after runs existed, at the value those runs had: out of the key, so they keep their dirs
     omitted = [dotted.split(".") for dotted, added in ADDED.items()
-               if added.omitted_when is not None and added.omitted_when(data[dotted.split(".")[0]])]
+               if added.omitted_when is not None and data.get(dotted.split(".")[0]) is not None
+               and added.omitted_when(data[dotted.split(".")[0]])]
     for section, key in omitted:
         data[section].pop(key)
     identities = input_identities(run)

@@ -146,9 +146,9 @@ class RunRecord:
         if self.evaluation is None:
             return None
         settings = self.config.get("eval") or {}
-        n_samples = settings.get("n_samples") if isinstance(settings.get("n_samples"), int) else None
         # as the cycle judges it (cycle.settled_status): a rerun evaluates again whatever this calls wrong
-        return evaluation_problem(self.evaluation, self.scored_checkpoint(), bool(settings.get("merge_lora")), n_samples)
+        return evaluation_problem(self.evaluation, self.scored_checkpoint(), bool(settings.get("merge_lora")),
+                                  planned_samples(self.run_dir, settings.get("n_samples")))
 
     def scored_checkpoint(self) -> Path | None:
         """The checkpoint its eval.json should score: its final one, or a standalone evaluation's."""
@@ -212,6 +212,21 @@ class RunRecord:
             return None
         value = self.evaluation["metrics"].get(metric)
         return float(value) if isinstance(value, (int, float)) and not math.isnan(value) else None
+
+
+SAMPLING_PLAN = "sampling_plan.json"  # in the run dir: the K (and per-problem counts) its eval was planned with
+
+
+def planned_samples(run_dir: RunDir, declared) -> int | None:
+    """The K an eval of this run must hold: eval.n_samples when it is a number; with eval.n_samples=auto the K
+    its sampling plan resolved (evaluate/sampling_plan.py), None before it was planned."""
+    if isinstance(declared, int) and not isinstance(declared, bool):
+        return declared
+    try:
+        k = json.loads((run_dir.path / SAMPLING_PLAN).read_text()).get("k")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return k if isinstance(k, int) else None
 
 
 def attempt_gpu_hours(status: dict) -> dict[str, float]:
