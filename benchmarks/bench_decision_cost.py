@@ -1,0 +1,209 @@
+"""GPU-hours per 6-config decision at real costs (issue 40, item 5): is +3 points real, found at 80% power with
+family-wise false "better" <= 5%?
+
+World (benchmarks.decision_model): training 524 GPU-s a run, eval samples priced by the measured step model at
+lengths tied to correctness (wrong answers longer), 30 problems of which 6 are never and 4 always solved,
+run-to-run SD 3 points at K = 12 (eval sampling 1.73 of it, the training seed the rest).
+Grids (bench_race's): "six" = baseline, one +3, two equal, two 8 and 10 worse; "six-equal" = all equal.
+Designs (benchmarks.decision_designs), each on the SAME simulated sweeps (common random numbers):
+  fixed_k12                  fixed grid at K = 12, seeds per config the smallest reaching 80% power
+  race_k12                   the race (opsd_sweep.race, the sweeper's settings) at K = 12
+  race_kauto                 + K0 = 4 for the first round, then the cost-optimal K from the pool
+  race_kauto_alloc           + a cost-aware Neyman allocation from the baseline's first runs (floor 2)
+  race_kauto_alloc_paired0   + paired seeds, analysed by paired differences; seed correlation 0
+  race_kauto_alloc_paired05  the same at a seed correlation of 0.5
+A race's max_seeds is the smallest of bench_race's MAX_SEEDS reaching 80% power on TUNING sweeps (as the
+fixed grid's seeds); every figure is then measured on fresh REPORT sweeps. What-if rows reprice the best design
+(FP8 KV halves the KV part; a cheaper training part) and a higher seed correlation.
+
+    python -m benchmarks.bench_decision_cost            # full run (~10-15 min on one core)
+    python -m benchmarks.bench_decision_cost --quick    # smoke run (few sweeps; noisy figures)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from tqdm import tqdm
+
+from benchmarks.bench_race import GRIDS, MAX_SEEDS, settings_of
+from benchmarks.decision_designs import Outcome, SamplePolicy, fixed_grid, paired_race, race
+from benchmarks.decision_model import MEASURED, Sweep, World, check_published_eval, default_world, measured_cost_model
+
+TUNE_SEED, REPORT_SEED = 40_401, 40_402
+POWER, FW_LIMIT = 0.80, 0.05
+BETTER = {1}  # the +3 config of the "six" grid
+RACE_DEFAULTS = dict(stop_alpha=0.005, eliminate_alpha=0.05, futility_effect=None)  # conf/hydra/sweeper/race.yaml
+DESIGN_NAMES = ("fixed_k12", "race_k12", "race_kauto", "race_kauto_alloc", "race_kauto_alloc_paired0",
+                "race_kauto_alloc_paired05")
+
+
+@dataclass(frozen=True)
+class Design:
+    run: Callable  # (sweep, policy, settings or seeds) -> Outcome
+    policy: SamplePolicy
+    rho: float = 0.0  # the simulated seed correlation between configs
+    world: World | None = None  # None: the benchmark's world
+    note: str = ""
+
+    @property
+    def fixed(self) -> bool:
+        return self.run is fixed_grid
+
+
+AUTO, AUTO_ALLOC = SamplePolicy(k=None), SamplePolicy(k=None, allocate=True)
+DESIGNS = {
+    "fixed_k12": Design(fixed_grid, SamplePolicy(k=12)),
+    "race_k12": Design(race, SamplePolicy(k=12)),
+    "race_kauto": Design(race, AUTO),
+    "race_kauto_alloc": Design(race, AUTO_ALLOC),
+    "race_kauto_alloc_paired0": Design(paired_race, AUTO_ALLOC, 0.0),
+    "race_kauto_alloc_paired05": Design(paired_race, AUTO_ALLOC, 0.5),
+}
+
+
+def what_if_designs(run_sd: float) -> dict[str, Design]:
+    """Rows that reprice the best design: what would bring a decision to <= 15 GPU-hours."""
+    fp8 = default_world(run_sd, measured_cost_model(kv_factor=0.5))
+    fp8_half_train = default_world(run_sd, measured_cost_model(train_s=measured_cost_model().train_s / 2,
+                                                               kv_factor=0.5))
+    return {
+        "race_kauto_alloc_paired05_fp8kv": Design(paired_race, AUTO_ALLOC, 0.5, fp8, "FP8 KV cache: half the KV part"),
+        "race_kauto_alloc_paired05_fp8kv_train_half": Design(paired_race, AUTO_ALLOC, 0.5, fp8_half_train,
+                                                             "+ training at half the GPU-seconds (50 steps, or 2x step)"),
+        "race_kauto_alloc_paired08_fp8kv_train_half": Design(paired_race, AUTO_ALLOC, 0.8, fp8_half_train,
+                                                             "+ a seed correlation of 0.8"),
+    }
+
+
+# --- measuring a design ----------------------------------------------------------------------------
+
+def sweeps(world: World, grid: str, n: int, seed: int, rho: float) -> list[Sweep]:
+    return [Sweep(world, GRIDS[grid], [seed, i], rho) for i in range(n)]
+
+
+def outcomes(design: Design, world: World, grid: str, n: int, seed: int, knob: int) -> list[Outcome]:
+    """The design on n sweeps of `grid` (the same n sweeps for any design and knob: common random numbers).
+    knob: seeds per config (fixed grid) or max_seeds (race)."""
+    world = design.world or world
+    arg = knob if design.fixed else settings_of(RACE_DEFAULTS, knob)
+    if design.fixed:
+        return [fixed_grid(s, design.policy, knob, settings_of(RACE_DEFAULTS, MAX_SEEDS[-1]))
+                for s in sweeps(world, grid, n, seed, design.rho)]
+    return [design.run(s, design.policy, arg) for s in sweeps(world, grid, n, seed, design.rho)]
+
+
+def power_of(results: list[Outcome]) -> float:
+    return float(np.mean([o.claims == BETTER for o in results]))
+
+
+def smallest_knob(design: Design, world: World, n: int, candidates: list[int]) -> int:
+    """The smallest candidate whose power on TUNING sweeps is >= POWER (bisection: power rises with seeds);
+    the largest when none reaches it."""
+    low, high = -1, len(candidates) - 1
+    if power_of(outcomes(design, world, "six", n, TUNE_SEED, candidates[high])) < POWER:
+        return candidates[high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        enough = power_of(outcomes(design, world, "six", n, TUNE_SEED, candidates[mid])) >= POWER
+        low, high = (low, mid) if enough else (mid, high)
+    return candidates[high]
+
+
+def se(rate: float, n: int) -> float:
+    return math.sqrt(max(rate * (1 - rate), 1 / n) / n)
+
+
+def measure(name: str, design: Design, world: World, tune_n: int, report_n: int, equal_n: int) -> dict:
+    candidates = list(range(2, 97)) if design.fixed else list(MAX_SEEDS)
+    knob = smallest_knob(design, world, tune_n, candidates)
+    alt = outcomes(design, world, "six", report_n, REPORT_SEED, knob)
+    null = outcomes(design, world, "six-equal", equal_n, REPORT_SEED, knob)
+    power, fw = power_of(alt), float(np.mean([bool(o.claims) for o in null]))
+    gpu_h = [o.gpu_seconds / 3600 for o in alt]
+    ks = [k for o in alt for k in o.k_used]
+    return {"gpu_hours": round(float(np.mean(gpu_h)), 2), "runs": round(float(np.mean([o.runs for o in alt])), 1),
+            "samples": round(float(np.mean([o.samples for o in alt])), 0), "power": round(power, 4),
+            "fw_false_better": round(fw, 4), "power_se": round(se(power, report_n), 4),
+            "fw_se": round(se(fw, equal_n), 4), "gpu_hours_se": round(float(np.std(gpu_h) / math.sqrt(report_n)), 2),
+            "gpu_hours_all_equal": round(float(np.mean([o.gpu_seconds / 3600 for o in null])), 2),
+            ("seeds_per_config" if design.fixed else "max_seeds"): knob,
+            "mean_k": round(float(np.mean(ks)), 2), "seed_correlation": design.rho,
+            **({"note": design.note} if design.note else {}),
+            **({"cost_model": (design.world or world).cost.describe()} if design.world else {})}
+
+
+# --- report --------------------------------------------------------------------------------------
+
+def table(rows: dict[str, dict], reference: float) -> str:
+    lines = ["| design | GPU-hours / decision | x race_k12 | runs | samples | mean K | power | FW false 'better' | "
+             "max_seeds or R | GPU-hours, all equal |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows.items():
+        knob = r.get("max_seeds", r.get("seeds_per_config"))
+        lines.append(f"| {name} | {r['gpu_hours']:.1f} ± {r['gpu_hours_se']:.1f} | {r['gpu_hours'] / reference:.2f} | "
+                     f"{r['runs']:.1f} | {r['samples']:.0f} | {r['mean_k']:.2f} | {r['power']:.3f} ± {r['power_se']:.3f} | "
+                     f"{r['fw_false_better']:.3f} ± {r['fw_se']:.3f} | {knob} | {r['gpu_hours_all_equal']:.1f} |")
+    return "\n".join(lines)
+
+
+def verdict(rows: dict[str, dict]) -> dict:
+    best, ref = rows["race_kauto_alloc"], rows["race_k12"]
+    ratio = best["gpu_hours"] / ref["gpu_hours"]
+    return {"race_kauto_alloc_over_race_k12": round(ratio, 3), "target_ratio": 0.5,
+            "met": bool(ratio <= 0.5 and best["power"] >= POWER and best["fw_false_better"] <= FW_LIMIT)}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smoke run with few sweeps (noisy figures)")
+    parser.add_argument("--run-sd", type=float, default=3.0, help="run-to-run SD (points) at K = 12 (default 3)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where to write the record (default benchmarks/measured/decision_cost_<date>.json)")
+    args = parser.parse_args(argv)
+    tune_n, report_n, equal_n = (12, 16, 16) if args.quick else (200, 400, 600)
+    world = default_world(args.run_sd)
+    started = time.time()
+    print(f"world: train SD {world.train_sd:.2f} + eval SD {math.sqrt(world.difficulty.eval_var(world.base_score, 12)):.2f}"
+          f" at K = 12 = run SD {args.run_sd:g}; seconds per (correct, wrong) sample "
+          f"{tuple(round(x, 2) for x in world.sample_seconds)}; 360 published-length samples "
+          f"{check_published_eval()['gpu_minutes']} GPU-min", flush=True)
+    designs = DESIGNS | ({} if args.quick else what_if_designs(args.run_sd))
+    rows = {}
+    for name, design in tqdm(designs.items(), desc="designs"):
+        rows[name] = measure(name, design, world, tune_n, report_n, equal_n)
+        tqdm.write(f"  {name}: {rows[name]['gpu_hours']:.1f} GPU-h, power {rows[name]['power']:.3f}, "
+                   f"FW {rows[name]['fw_false_better']:.3f}")
+    print(f"\n## GPU-hours per 6-config decision at run SD {args.run_sd:g} (REPORT sweeps: {report_n} six, "
+          f"{equal_n} six-equal; ± = Monte-Carlo SE)")
+    print(table(rows, rows["race_k12"]["gpu_hours"]))
+    record = {"date": datetime.date.today().isoformat(),
+              "command": "python -m benchmarks.bench_decision_cost" + (" --quick" if args.quick else ""),
+              "quick": args.quick, "seconds": round(time.time() - started, 1),
+              "designs": {n: rows[n] for n in DESIGN_NAMES}, "what_if": {n: r for n, r in rows.items()
+                                                                           if n not in DESIGN_NAMES},
+              "verdict": verdict(rows), "sweeps": {"tune": tune_n, "report_six": report_n, "report_six_equal": equal_n,
+                                                   "tune_seed": TUNE_SEED, "report_seed": REPORT_SEED},
+              "scenario": {"grids": {g: GRIDS[g] for g in ("six", "six-equal")}, "power_target": POWER,
+                           "fw_limit": FW_LIMIT, "race_settings": dataclasses.asdict(settings_of(RACE_DEFAULTS, 0)),
+                           "sample_policies": {n: dataclasses.asdict(d.policy) for n, d in designs.items()}},
+              "published_eval_check": check_published_eval(), **world.describe()}
+    print(f"\nrace + K auto + allocation / race K = 12: {record['verdict']['race_kauto_alloc_over_race_k12']} "
+          f"(target <= 0.5 with power >= {POWER:.0%} and FW <= {FW_LIMIT:.0%}: "
+          f"{'met' if record['verdict']['met'] else 'NOT met'})  ({record['seconds']:.0f} s)")
+    out = args.out or MEASURED / f"decision_cost_{record['date']}.json"
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {out}")
+    return record
+
+
+if __name__ == "__main__":
+    main()
