@@ -7,7 +7,9 @@ each run with the standalone command under one evaluator setting, e.g.
     python -m opsd_sweep.evaluate eval.checkpoint=CKPT eval.backend=vllm eval.kv_cache_dtype=fp8 group=fp8
 
 They must have scored the same checkpoint (by content), model, problems, samples per problem, seed (so the
-same per-sample seeds) and sampling; otherwise compare refuses and names each difference with its fix.
+same per-sample seeds) and sampling; otherwise compare refuses and names each difference with its fix. An
+allocated evaluation (eval.allocation=neyman: each problem its own count) is compared on the samples both
+drew: sample s of problem p has the same seed in both, so each problem's first min(n_A, n_B) samples pair.
 The paired per-problem difference B - A (points) with its intervals and the TOST verdict at +-margin
 (opsd_sweep.inference.equivalence) is printed as one line and written to B's eval dir as
 compare_<A's group>_<A's run dir name>.json, with both evaluator records and the settings that differ.
@@ -138,7 +140,7 @@ def mismatches(a: Evaluation, b: Evaluation) -> list[str]:
         found.append(f"answers: {len(other)} problem(s) have other reference answers (e.g. {other[0][0]}: A "
                      f"{other[0][1]!r}, B {other[0][2]!r}): the two read different eval tables; evaluate both with "
                      "the same eval.path")
-    if ra["n_samples"] != rb["n_samples"]:
+    if ra["n_samples"] != rb["n_samples"] and not (allocated(ra) or allocated(rb)):
         found.append(f"n_samples: A drew {ra['n_samples']} samples per problem, B {rb['n_samples']}: evaluate "
                      f"both with the same eval.n_samples (e.g. eval.n_samples={max(ra['n_samples'], rb['n_samples'])}"
                      " for the one with fewer)")
@@ -188,10 +190,24 @@ def _flat(config: dict, sections: Sequence[str]) -> dict:
 
 # --- the comparison ------------------------------------------------------------------------------
 
-def solve_rates(result: dict, ids: list[str]) -> np.ndarray:
-    """Per-problem solve rate in points (mean correctness over its samples), shape (len(ids),), in `ids` order."""
+def allocated(result: dict) -> bool:
+    """Whether an eval.json drew each problem its own count (eval.allocation=neyman)."""
+    return bool(result.get("samples_per_problem"))
+
+
+def common_samples(ra: dict, rb: dict, ids: list[str]) -> dict[str, int]:
+    """Per problem, the samples both evaluations drew: the first min(n_A, n_B) (the same seeds in both)."""
+    size_a = {p["id"]: len(p["samples"]) for p in ra["problems"]}
+    size_b = {p["id"]: len(p["samples"]) for p in rb["problems"]}
+    return {i: min(size_a[i], size_b[i]) for i in ids}
+
+
+def solve_rates(result: dict, ids: list[str], samples: dict[str, int] | None = None) -> np.ndarray:
+    """Per-problem solve rate in points (mean correctness over its samples, or its first samples[id]), shape
+    (len(ids),), in `ids` order."""
     by_id = {p["id"]: p for p in result["problems"]}
-    return np.array([100.0 * np.mean([bool(s["correct"]) for s in by_id[i]["samples"]]) for i in ids])
+    return np.array([100.0 * np.mean([bool(s["correct"]) for s in by_id[i]["samples"][:(samples or {}).get(i)]])
+                     for i in ids])
 
 
 def compare(a_path: str | Path, b_path: str | Path, *, margin: float = MARGIN, level: float = LEVEL) -> dict:
@@ -206,7 +222,9 @@ def compare(a_path: str | Path, b_path: str | Path, *, margin: float = MARGIN, l
         raise NotComparable(f"{COMMAND}: A ({a.given}) and B ({b.given}) are not two evaluators of one evaluation:\n"
                             + "\n".join(f"  {why}" for why in problems))
     ids = [p["id"] for p in a.result["problems"]]
-    test = paired_equivalence(solve_rates(a.result, ids), solve_rates(b.result, ids), margin=margin, level=level)
+    common = common_samples(a.result, b.result, ids) if allocated(a.result) or allocated(b.result) else None
+    test = paired_equivalence(solve_rates(a.result, ids, common), solve_rates(b.result, ids, common), margin=margin,
+                              level=level)
     by_id_b = {p["id"]: p for p in b.result["problems"]}
     pairs = [(s["correct"], t["correct"]) for p in a.result["problems"]
              for s, t in zip(p["samples"], by_id_b[p["id"]]["samples"])]
@@ -218,13 +236,16 @@ def compare(a_path: str | Path, b_path: str | Path, *, margin: float = MARGIN, l
         "level": test.level, "ci": [test.low, test.high],
         "alpha": round(test.alpha, 12), "tost_ci": [test.tost_low, test.tost_high], "tost_p": test.tost_p,
         "n_problems": test.n_problems, "n_samples": a.result["n_samples"],
+        **({"common_samples_per_problem": common} if common else {}),
         "samples_same_correctness": sum(x == y for x, y in pairs), "samples": len(pairs),
         "dataset": a.result.get("dataset"), "model": a.result.get("model"),
         "checkpoint": a.result.get("checkpoint"), "checkpoint_identity": a.result.get("checkpoint_identity"),
         "seed": a.result.get("seed"), "settings_differ": differ,
         "a": _side(a), "b": _side(b), "created_at": utc_now(),
     }
-    record["line"] = summary_line(test, record["n_samples"], record["samples_same_correctness"], differ, out)
+    drawn = (f"the samples both drew ({min(common.values())}-{max(common.values())} per problem)" if common
+             else f"{record['n_samples']} samples")
+    record["line"] = summary_line(test, drawn, record["samples_same_correctness"], len(pairs), differ, out)
     atomic_write_json(out, record)
     return record
 
@@ -242,12 +263,12 @@ def verdict_text(test: Equivalence) -> str:
     return test.verdict
 
 
-def summary_line(test: Equivalence, n_samples: int, alike: int, differ: dict[str, list], out: Path) -> str:
+def summary_line(test: Equivalence, drawn: str, alike: int, paired: int, differ: dict[str, list], out: Path) -> str:
     """The one printed line: B - A with both intervals, TOST's p and the verdict."""
     what = ", ".join(f"{key} {va} -> {vb}" for key, (va, vb) in differ.items()) or "no setting differs"
     p = "< 0.001" if test.tost_p < 0.001 else f"{test.tost_p:.3f}"
-    return (f"[compare] B - A = {test.difference:+.2f} points over {test.n_problems} problems x {n_samples} samples "
-            f"({alike}/{test.n_problems * n_samples} graded alike; {what}); {test.level:.0%} CI [{test.low:+.2f}, "
+    return (f"[compare] B - A = {test.difference:+.2f} points over {test.n_problems} problems x {drawn} "
+            f"({alike}/{paired} graded alike; {what}); {test.level:.0%} CI [{test.low:+.2f}, "
             f"{test.high:+.2f}]; TOST at ±{test.margin:g}: p {p}, {1 - 2 * test.alpha:.0%} CI [{test.tost_low:+.2f}, "
             f"{test.tost_high:+.2f}] -> {verdict_text(test)} ({out})")
 

@@ -238,6 +238,9 @@ def choose_k(pool: list[PoolRun], auto) -> dict:
     GPU-hours per phase and one config of them has two runs; then design.choose_k on the pool's measurements: its
     run-to-run variance pooled within configs, each run's eval-sampling variance at its own K, its mean training
     GPU-hours and eval GPU-hours per sample of every problem, all at the pool's median K."""
+    # here, not at import: every eval phase imports this module, and statsmodels / scipy take ~1 s to load
+    from opsd_sweep.inference import design, stats
+
     priced = [r for r in pool if r.train_h > 0 and r.eval_h > 0 and r.k >= 1]
 
     def first(why: str) -> dict:

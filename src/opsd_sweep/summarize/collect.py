@@ -19,7 +19,7 @@ import pandas as pd
 from opsd_sweep.summarize.checkpoints import step_of
 from opsd_sweep.summarize.collapses import collapse_columns
 from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
-from opsd_sweep.inference.stats import eval_sampling_variance
+from opsd_sweep.inference.design import stratified_score
 from opsd_sweep.run.keys import EVAL_ONLY
 from opsd_sweep.run.record import RunRecord, UnreadableRun
 from opsd_sweep.run.rundir import find_run_dirs
@@ -111,16 +111,29 @@ def sample_rows(run_id: str, evaluation: dict) -> list[tuple]:
 
 
 def eval_variance_points(samples: list[tuple]) -> float:
-    """V_eval of the run's avg@K in percent points^2 (nan when K < 2 or unequal K per problem)."""
+    """V_eval of the run's score in percent points^2, from its own samples: design.stratified_score's variance
+    (1/P^2) sum_i p_i (1 - p_i) / (n_i - 1), so each run at its own K and an allocated run at its own per-problem
+    counts; nan when a problem has fewer than 2 samples."""
     if not samples:
         return math.nan
     index = np.array([row[2] for row in samples])
-    sizes = np.bincount(index)
-    k = int(sizes[index[0]])
-    if k < 2 or (sizes[np.unique(index)] != k).any():
-        return math.nan
-    solved = np.bincount(index, weights=np.array([row[4] for row in samples], dtype=float))[np.unique(index)]
-    return 1e4 * eval_sampling_variance(solved / k, k)
+    present = np.unique(index)
+    drawn = np.bincount(index)[present]
+    solved = np.bincount(index, weights=np.array([row[4] for row in samples], dtype=float))[present]
+    return 1e4 * stratified_score(solved, drawn).eval_var
+
+
+def sampling_columns(config: dict, evaluation: dict) -> dict:
+    """runs.csv's columns of the samples per problem a run used and why (summarize/sampling.py reads them):
+    k_source (declared | auto), k_reason, allocation (uniform | neyman), allocation_reason, samples_min/max."""
+    declared = (config.get("eval") or {}).get("n_samples")
+    choice, allocation = evaluation.get("k_choice") or {}, evaluation.get("allocation") or {}
+    sizes = [len(p.get("samples") or []) for p in evaluation.get("problems") or []]
+    return {"k_source": "auto" if declared == "auto" else "declared",
+            "k_reason": choice.get("reason") or f"declared eval.n_samples={evaluation.get('n_samples')}",
+            "allocation": allocation.get("kind", "uniform"),
+            "allocation_reason": allocation.get("reason"),
+            "samples_min": min(sizes, default=math.nan), "samples_max": max(sizes, default=math.nan)}
 
 
 def rollout_cap_frac(steps: list[dict]) -> float:
@@ -185,6 +198,7 @@ def read_run(record: RunRecord) -> tuple[dict, list[tuple]]:
         except (KeyError, TypeError, AttributeError) as err:
             raise UnreadableRun(f"eval.json problems/samples malformed ({err!r})") from err
         row["eval_var"] = eval_variance_points(run_samples)
+        row |= sampling_columns(record.config, record.evaluation)
         samples = run_samples if record.counts else []
     row |= cap_columns(record.config, record.steps, record.evaluation)  # after its samples proved readable
     return row, samples
