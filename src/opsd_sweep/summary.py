@@ -24,7 +24,7 @@ from opsd_sweep.summarize.plots import write_plots, write_race_plots
 from opsd_sweep.summarize.races import (declared_baseline_labels, find_race_logs, outcome_line, read_race,
                                        simulated_run_dirs)
 from opsd_sweep.summarize.report import metric_display, print_table, write_markdown
-from opsd_sweep.summarize.settings import AUTO, POOL_OPT_INS, SummarySettings, load_anchor, load_settings
+from opsd_sweep.summarize.settings import AUTO, PAIRINGS, POOL_OPT_INS, SummarySettings, load_anchor, load_settings
 from opsd_sweep.summarize.transitions import transitions
 from opsd_sweep.console import table_console
 
@@ -33,6 +33,7 @@ EXAMPLES = """examples:
   python -m opsd_sweep.summary results/lr_grid --baseline lr_scheduler=constant   # vs the in-sweep baseline
   python -m opsd_sweep.summary 'results/*' --metric pass_at_4 --pool-sd            # all groups, another metric
   python -m opsd_sweep.summary results --anchor none --target-effect 3             # no published anchor
+  python -m opsd_sweep.summary results/lr_grid --pairing seed                       # paired by training seed
 """
 
 
@@ -63,6 +64,9 @@ def parse_args(argv: list[str] | None) -> SummarySettings:
     parser.add_argument("--larger-k", type=int, help="show the saving of this many eval samples per problem")
     parser.add_argument("--collapsed-score", type=float, help="the score a run stopped at its collapse "
                         "(train.stop_on_collapse) counts with, e.g. 0; without it such a config gets no verdict")
+    parser.add_argument("--pairing", choices=PAIRINGS, help="'seed': compare each config with the in-sweep "
+                        "baseline by paired differences over the seeds both ran (declare it before looking); "
+                        "'none': two independent arms")
     parser.add_argument("--transition-threshold", type=float, help="per-problem transitions vs the in-sweep "
                         "baseline: a problem is solved by an arm whose solve rate is >= this, e.g. 0.5")
     parser.add_argument("--plots", action=argparse.BooleanOptionalAction, default=None, help="write plots/*.png")

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 SETTING_KEYS = ("min_seeds", "max_seeds", "seeds_per_round", "alpha", "stop_alpha", "eliminate_alpha", "anchor_alpha",
                 "target_half_width", "budget_gpu_hours", "confirm_seeds", "first_seed", "max_failures",
-                "futility_effect", "collapsed_score")
+                "futility_effect", "collapsed_score", "pairing")
 SEED_ERROR = "the race chooses seeds: remove seed=... (hydra.sweeper.first_seed sets the first one)"
 ONE_FOLDER = ("group", "results_root")  # race.jsonl lives in <results_root>/<group>: one value each
 
@@ -151,12 +151,14 @@ def _print(record: dict) -> None:
                      if record.get(f"p_{k}") is not None)
         steps = record.get("collapse_steps") or []
         collapsed = f" ({collapse_count(record['seeds'], steps)}; scored n={record['n']})" if steps else ""
+        spent = f", {record['runs']} runs {record['gpu_hours']:.2f} GPU-h so far" if "gpu_hours" in record else ""
         log.info(f"race round {record['round']} ({record['phase']}): {record['config']}: n={record['n']} "
-                 f"mean={record['mean']:.2f} CI {ci_text} {p} -> {record['action']}{collapsed}")
+                 f"mean={record['mean']:.2f} CI {ci_text} {p} -> {record['action']}{collapsed}{spent}")
     elif kind == "decision":
         log.info(f"race round {record['round']}: {record['config']} -> {record['action']} ({record.get('reason')})")
     elif kind == "stop":
-        log.info(f"race: stop after round {record['round']}: {record['reason']}; winner {record['winner']!r}")
+        spent = f"; {record['runs']} runs, {record['gpu_hours']:.2f} GPU-hours so far" if "gpu_hours" in record else ""
+        log.info(f"race: stop after round {record['round']}: {record['reason']}; winner {record['winner']!r}{spent}")
     elif kind == "run" and record["state"] == "collapsed":
         log.info(f"race: run {record['config']} s{record['seed']} collapsed at step {record['collapse_step']}"
                  ": a finding about the config, counted as one of its seeds and not replaced (no score)")

@@ -29,6 +29,7 @@ class RaceSweeperConf:
     first_seed: int = MISSING  # seeds are first_seed, first_seed + 1, ...
     max_failures: int = MISSING  # failed runs after which a config leaves the race (a collapse is no failure)
     collapsed_score: Optional[float] = MISSING  # the score of a run stopped at its collapse; null: its config leaves
+    pairing: str = MISSING  # none | seed: compare configs by paired differences over the seeds both ran
     baseline: Optional[str] = MISSING  # the in-sweep baseline, a selector (opsd_sweep.selector): "lr=5e-6"
     metric: str = MISSING  # eval.json metric the race decides on
     claim_poll_seconds: float = MISSING  # how often to look at a run that another sweep is running

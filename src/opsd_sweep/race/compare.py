@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from opsd_sweep.inference.arms import Arm, RunSD, compare_arms
+from opsd_sweep.inference.pairing import paired_by_seed
 from opsd_sweep.inference.stats import Comparison, pooled_sd
 
 
@@ -32,6 +33,7 @@ class ConfigSummary:
     pool_scores: np.ndarray | None = None
     stopped: int = 0
     collapse_steps: tuple[int, ...] = ()
+    seed_ids: tuple[int, ...] = ()  # the seed of each score (aligned with scores): what pairing=seed pairs on
 
     @property
     def seeds(self) -> int:
@@ -60,8 +62,15 @@ class Pooled:
         return cls(sd * sd, df)
 
 
-def compare(arm: ConfigSummary, ref: ConfigSummary, pooled: Pooled, level: float) -> Comparison:
+def compare(arm: ConfigSummary, ref: ConfigSummary, pooled: Pooled, level: float, *, paired: bool = False
+            ) -> Comparison:
     """arm - ref with SE^2 = pooled var (1/R_arm + 1/R_ref), df of the pool; two-sided p. The summary's
-    comparison of two arms sharing the pooled SD (inference.arms), so race and summary test alike."""
+    comparison of two arms sharing the pooled SD (inference.arms), so race and summary test alike.
+    `paired` (pairing=seed): the mean of the per-seed differences over the seeds both ran, paired t, as the
+    summary's --pairing seed (inference.pairing); with fewer than 2 common seeds, the unpaired comparison."""
+    if paired:
+        pairing = paired_by_seed(dict(zip(arm.seed_ids, arm.scores)), dict(zip(ref.seed_ids, ref.scores)), level)
+        if pairing.paired:
+            return pairing.comparison
     sd = RunSD(pooled.var**0.5, pooled.df, "pooled")
     return compare_arms(Arm(arm.mean, arm.n, sd), Arm(ref.mean, ref.n, sd), level)

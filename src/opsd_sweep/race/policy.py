@@ -19,6 +19,10 @@ min(max_seeds, min_seeds + r * seeds_per_round) finished runs; then it assesses 
   across the configs live at the stop and the futile ones, on all their runs: at alpha after a decided
   race, at stop_alpha after an undecided one), and their mean alone is reported as the winner's
   unbiased score.
+Every Holm family and verdict word comes from inference.verdicts.family_verdicts, the summary's rule. With
+pairing=seed (declared in hydra.sweeper.pairing) the comparisons with the best and with the baseline are paired
+differences over the seeds both ran, and the baseline runs the confirmation seeds beside the winner.
+Every decision row and the stop record carry the runs and GPU-hours spent (the runs' own gpu_hours).
 Failed runs are replaced by fresh seeds; a config with max_failures failed runs leaves the race.
 A collapsed run (opsd_sweep.collapse) is a finding, not a failure: it counts as one of its config's seeds
 and is not replaced. As in the summary, a run stopped at its collapse (train.stop_on_collapse) enters at the
@@ -36,7 +40,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from opsd_sweep.collapse import collapse_count
-from opsd_sweep.inference.stats import holm, t_interval, t_ppf, verdict, welch_vs_anchor
+from opsd_sweep.inference.stats import t_interval, t_ppf, verdict, welch_vs_anchor
+from opsd_sweep.inference.verdicts import family_verdicts
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 from opsd_sweep.race.settings import RaceSpec
 
@@ -121,7 +126,7 @@ def decide(results: Sequence[RunResult], state: RaceState, spec: RaceSpec) -> St
     live = live_configs(spec, state)
     if not live:
         done = replace(state, phase="done", stop_reason="no config left (all failed)")
-        return Step(done, records + [_stop_record(done)], [])
+        return Step(done, records + [_stop_record(done, results)], [])
     if state.phase == "confirm":
         return _confirm_step(results, state, spec, records)
     missing = _missing_runs(results, live, target_seeds(spec, state.round), "race", spec.settings.first_seed)
@@ -176,7 +181,8 @@ def _summaries(results, configs: list[str], phases: tuple[str, ...]) -> dict[str
             config, np.array([r.score for r in scored], dtype=float),
             pool_scores=np.array([r.score for r in scored if r.collapse_step is None], dtype=float),
             stopped=len(mine) - len(scored),
-            collapse_steps=tuple(r.collapse_step for r in mine if r.collapse_step is not None))
+            collapse_steps=tuple(r.collapse_step for r in mine if r.collapse_step is not None),
+            seed_ids=tuple(r.seed for r in scored))
     return out
 
 
@@ -197,6 +203,13 @@ def _gpu_hours_used(results) -> tuple[float, float]:
     return used, used / len(results) if results else 0.0
 
 
+def spent(results, config: str) -> tuple[int, float]:
+    """(runs, GPU-hours) a config has taken so far, every phase, failed and collapsed runs included (each run's
+    own gpu_hours from its status.json)."""
+    mine = [r for r in results if r.config == config]
+    return len(mine), float(sum(r.gpu_hours for r in mine))
+
+
 # --- one round -----------------------------------------------------------------------------------
 
 def _assess_round(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
@@ -207,14 +220,14 @@ def _assess_round(results, state: RaceState, spec: RaceSpec, records: list[dict]
     live = live_configs(spec, state)
     if not live:
         done = replace(state, phase="done", stop_reason="no config left (every seed collapsed or failed)")
-        return Step(done, records + [_stop_record(done)], [])
+        return Step(done, records + [_stop_record(done, results)], [])
     summaries = {c: summaries[c] for c in live}
-    rows = assess(summaries, spec, state.round, "race", futile=len(state.futile))
+    rows = assess(summaries, spec, state.round, "race", futile=len(state.futile), claim_alpha=s.stop_alpha,
+                  results=results)
     best = max(live, key=lambda c: summaries[c].mean)
     eliminated, futile = dict(state.eliminated), dict(state.futile)
     for row in rows:
-        worse = row["delta_best"] is not None and row["delta_best"] < 0
-        if worse and row["p_best"] is not None and row["p_best"] <= s.eliminate_alpha:
+        if row["verdict_best"] == "worse":
             row["action"] = "eliminate"
             eliminated[row["config"]] = state.round
         elif _futile(row, best, s.futility_effect):
@@ -233,11 +246,12 @@ def _assess_round(results, state: RaceState, spec: RaceSpec, records: list[dict]
     for row in rows:
         if row["action"] == "continue":
             row["action"] = "confirm" if row["config"] == best and _confirms(best, spec) else "stop"
-    records = records + rows + [_stop_record(state)]
+    records = records + rows + [_stop_record(state, results)]
     if _confirms(best, spec):
         confirm_from = max(r.seed for r in results) + 1
         state = replace(state, phase="confirm", confirm_from=confirm_from)
-        return Step(state, records, _missing_runs(results, [best], s.confirm_seeds, "confirm", confirm_from))
+        return Step(state, records, _missing_runs(results, _confirming(best, spec), s.confirm_seeds, "confirm",
+                                                  confirm_from))
     return _final(results, state, spec, records)
 
 
@@ -253,12 +267,18 @@ def _confirms(winner: str, spec: RaceSpec) -> bool:
     return spec.settings.confirm_seeds > 0 and winner != spec.baseline
 
 
+def _confirming(winner: str, spec: RaceSpec) -> list[str]:
+    """The configs that run the confirmation seeds: the winner, and under pairing=seed the baseline too (fresh
+    seeds the baseline never ran would have no partner in the paired final verdict)."""
+    paired = spec.settings.pairing == "seed" and spec.baseline is not None
+    return [winner, spec.baseline] if paired else [winner]
+
+
 def _stop_reason(rows: list[dict], still: list[str], best: str, results, state: RaceState,
                  spec: RaceSpec) -> Optional[str]:
     s = spec.settings
     by_config = {row["config"]: row for row in rows}
-    vs_baseline = by_config[best]["p_baseline"]
-    if vs_baseline is not None and by_config[best]["delta_baseline"] > 0 and vs_baseline <= s.stop_alpha:
+    if by_config[best]["verdict_baseline"] == "better":  # at stop_alpha (assess's claim_alpha in a round)
         return "decided: the best config is better than the baseline"
     if len(still) == 1:
         return "decided: one config left"
@@ -268,30 +288,35 @@ def _stop_reason(rows: list[dict], still: list[str], best: str, results, state: 
         return f"max_seeds: {s.max_seeds} seeds per config"
     if s.budget_gpu_hours is not None:
         used, per_run = _gpu_hours_used(results)
-        next_runs = len(still) * s.seeds_per_round + (s.confirm_seeds if _confirms(best, spec) else 0)
+        next_runs = len(still) * s.seeds_per_round + (s.confirm_seeds * len(_confirming(best, spec))
+                                                       if _confirms(best, spec) else 0)
         if used + per_run * next_runs > s.budget_gpu_hours:
             return f"budget: {used:.1f} GPU-hours used, next round would pass {s.budget_gpu_hours}"
     return None
 
 
 def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, phase: str, *,
-           futile: int = 0) -> list[dict]:
+           futile: int = 0, claim_alpha: Optional[float] = None, results: Sequence[RunResult] = ()) -> list[dict]:
     """One decision row per config (any set of configs: a round's live ones, or a fixed grid):
-    n, mean, t-interval with the SD pooled across them, Holm-adjusted p vs the best and vs the baseline,
-    the one-sided upper bound (at eliminate_alpha) of the gain over the baseline, Welch p vs the anchor.
+    n, mean, t-interval with the SD pooled across them, Holm-adjusted p vs the best and vs the baseline with
+    their verdict words (inference.verdicts: "worse" than the best at eliminate_alpha, better / worse than the
+    baseline at `claim_alpha`, default alpha), the one-sided upper bound (at eliminate_alpha) of the gain over
+    the baseline, Welch p vs the anchor, and the runs and GPU-hours each config has taken (from `results`).
+    Under pairing=seed the comparisons with the best and the baseline are paired by seed.
     `futile`: configs stopped for futility, kept in the Holm family vs the baseline with p = 1 (a fixed
     family: stopping them never loosens a claim). The action is left to the caller."""
     s = spec.settings
     pooled = Pooled.of(list(summaries.values()))
     level = 1 - s.alpha
+    paired = s.pairing == "seed"
     best = max(summaries, key=lambda c: summaries[c].mean)
     baseline = summaries.get(spec.baseline)
-    vs_best = {c: compare(summ, summaries[best], pooled, level) for c, summ in summaries.items()
+    vs_best = {c: compare(summ, summaries[best], pooled, level, paired=paired) for c, summ in summaries.items()
                if c not in (best, spec.baseline)}
-    vs_base = {c: compare(summ, baseline, pooled, level) for c, summ in summaries.items()
+    vs_base = {c: compare(summ, baseline, pooled, level, paired=paired) for c, summ in summaries.items()
                if baseline is not None and c != spec.baseline}
-    p_best = dict(zip(vs_best, holm([c.p for c in vs_best.values()]))) if vs_best else {}
-    p_base = dict(zip(vs_base, holm([c.p for c in vs_base.values()] + [1.0] * futile))) if vs_base else {}
+    on_best = _family(vs_best, s.eliminate_alpha)
+    on_base = _family(vs_base, s.alpha if claim_alpha is None else claim_alpha, held_out=futile)
     upper = {c: cmp.delta + t_ppf(1 - s.eliminate_alpha, cmp.df) * cmp.se for c, cmp in vs_base.items()}
     rows = []
     for config, summ in summaries.items():
@@ -299,18 +324,31 @@ def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, pha
         anchor = (welch_vs_anchor(summ.scores, spec.anchor.mean, spec.anchor.sd, spec.anchor.n,
                                   1 - s.anchor_alpha, sd=math.sqrt(pooled.var), df=pooled.df)
                   if spec.anchor is not None else None)
+        runs, gpu_hours = spent(results, config)
         rows.append(_clean({
             "type": "decision", "round": round_, "phase": phase, "config": config, "n": summ.n, "mean": summ.mean,
             "ci": [ci.low, ci.high], "half_width": (ci.high - ci.low) / 2, "pooled_sd": math.sqrt(pooled.var),
             "seeds": summ.seeds, "collapse_steps": list(summ.collapse_steps),
             "best": config == best, "baseline": config == spec.baseline,
             "delta_best": vs_best[config].delta if config in vs_best else None,
-            "p_best": p_best.get(config),
+            "p_best": on_best[config][0] if config in on_best else None,
+            "verdict_best": on_best[config][1] if config in on_best else None,
             "delta_baseline": vs_base[config].delta if config in vs_base else None,
-            "p_baseline": p_base.get(config), "upper_baseline": upper.get(config),
+            "p_baseline": on_base[config][0] if config in on_base else None,
+            "verdict_baseline": on_base[config][1] if config in on_base else None,
+            "upper_baseline": upper.get(config),
             "delta_anchor": anchor.delta if anchor else None, "p_anchor": anchor.p if anchor else None,
-            "action": None}))
+            "runs": runs, "gpu_hours": gpu_hours, "action": None}))
     return rows
+
+
+def _family(comparisons: dict, alpha: float, held_out: int = 0) -> dict[str, tuple[float, str]]:
+    """{config: (Holm-adjusted p, verdict word)} of one family of comparisons (inference.verdicts)."""
+    if not comparisons:
+        return {}
+    family = family_verdicts([c.delta for c in comparisons.values()], [c.p for c in comparisons.values()], alpha,
+                             held_out=held_out)
+    return {c: (float(q), word) for c, q, word in zip(comparisons, family.adjusted, family.words)}
 
 
 def _clean(row: dict) -> dict:
@@ -324,8 +362,10 @@ def _clean(row: dict) -> dict:
     return {k: fix(v) for k, v in row.items()}
 
 
-def _stop_record(state: RaceState) -> dict:
-    return {"type": "stop", "round": state.round, "reason": state.stop_reason, "winner": state.winner}
+def _stop_record(state: RaceState, results=()) -> dict:
+    """The stop, with the GPU-hours every run of the race took so far (its runs' own gpu_hours)."""
+    return {"type": "stop", "round": state.round, "reason": state.stop_reason, "winner": state.winner,
+            "runs": len(results), "gpu_hours": float(sum(r.gpu_hours for r in results))}
 
 
 # --- confirmation and the final verdict ------------------------------------------------------------
@@ -333,7 +373,8 @@ def _stop_record(state: RaceState) -> dict:
 def _confirm_step(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
     if state.winner in state.dropped:  # the winner kept failing: no confirmation possible
         return _final(results, state, spec, records)
-    missing = _missing_runs(results, [state.winner], spec.settings.confirm_seeds, "confirm", state.confirm_from)
+    confirming = [c for c in _confirming(state.winner, spec) if c not in state.dropped]
+    missing = _missing_runs(results, confirming, spec.settings.confirm_seeds, "confirm", state.confirm_from)
     if missing:
         return Step(state, records, missing)
     return _final(results, state, spec, records)
@@ -348,13 +389,15 @@ def _claim_level(state: RaceState, spec: RaceSpec) -> float:
 
 
 def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
-    """Verdicts of the live configs on all their runs (the winner's fresh seeds included)."""
+    """Verdicts of the live configs on all their runs (the fresh seeds of the confirmation included)."""
     live = live_configs(spec, state)
     summaries = _summaries(results, live, ("race",))
-    if state.winner in summaries:
-        summaries[state.winner] = _summaries(results, [state.winner], ("race", "confirm"))[state.winner]
+    for config in _confirming(state.winner, spec):
+        if config in summaries:
+            summaries[config] = _summaries(results, [config], ("race", "confirm"))[config]
     confirm = _summaries(results, [state.winner], ("confirm",))[state.winner]
-    rows = assess(summaries, spec, state.round, "final", futile=len(state.futile))
+    rows = assess(summaries, spec, state.round, "final", futile=len(state.futile),
+                  claim_alpha=_claim_level(state, spec), results=results)
     for row in rows:
         row["winner"] = row["config"] == state.winner
         # vs the anchor: a label at the stricter level, reported beside the verdict, never a claim by itself
@@ -364,9 +407,9 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
             row["confirm_n"], row["confirm_mean"] = confirm.n, confirm.mean
         if row["baseline"]:
             row["action"] = "baseline"
-        elif row["p_baseline"] is None:
+        elif row["verdict_baseline"] is None:
             row["action"] = "no baseline"
         else:
-            row["action"] = verdict(row["delta_baseline"], row["p_baseline"], _claim_level(state, spec))
+            row["action"] = row["verdict_baseline"]  # the one verdict rule, at the claim level
     done = replace(state, phase="done")
     return Step(done, records + rows, [])

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from opsd_sweep.inference.arms import Anchor
+from opsd_sweep.inference.pairing import PAIRINGS
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class RaceSettings:
     # the score a run stopped at its collapse (train.stop_on_collapse) enters with; None: such a run has no
     # score and its config leaves the race
     collapsed_score: Optional[float] = None
+    # none: configs are compared as independent arms; seed: by paired differences over the seeds both ran
+    # (declared before the race, never chosen from its scores; the baseline then runs the confirmation seeds too)
+    pairing: str = "none"
 
     def problems(self) -> list[str]:
         """Every invalid setting, each with the key (under hydra.sweeper), the value and the fix."""
@@ -54,6 +58,9 @@ class RaceSettings:
             out.append(f"confirm_seeds={self.confirm_seeds} must be >= 0")
         if self.futility_effect is not None and self.futility_effect < 0:
             out.append(f"futility_effect={self.futility_effect} must be >= 0 points, or null / 0 (off)")
+        if self.pairing not in PAIRINGS:
+            out.append(f"pairing={self.pairing!r} must be one of {list(PAIRINGS)} (seed: paired differences over "
+                       "the seeds both configs ran)")
         if self.max_failures < 1:
             out.append(f"max_failures={self.max_failures} must be >= 1")
         return out

@@ -19,8 +19,11 @@ from opsd_sweep.summarize.collect import is_base_model
 from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.arms import Anchor, Arm, RunSD, anchor_arm, compare_arms, run_sd
-from opsd_sweep.inference.design import cost_optimal_k
+from opsd_sweep.inference.cost_by_k import decision_cost_by_k, run_gpu_hours_at_k, sd_at_k
+from opsd_sweep.inference.design import cost_optimal_k, seeds_needed_paired
+from opsd_sweep.inference.pairing import SeedPairing, by_seed, paired_by_seed, pooled_seed_correlation
 from opsd_sweep.inference.sensitivity import verdict_holds_to_sd
+from opsd_sweep.inference.verdicts import family_verdicts
 from opsd_sweep.selector import select_config
 
 
@@ -34,6 +37,7 @@ class Analysis:
     pool: Pool
     notes: list[str] = field(default_factory=list)  # plain-language statements for the report
     power: dict = field(default_factory=dict)  # sweep-level seeds-needed advice
+    pairing: dict = field(default_factory=dict)  # pairing=seed: pooled seed correlation, seeds paired vs unpaired
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -195,27 +199,81 @@ def arm_of(row: pd.Series) -> Arm:
     return Arm(row["mean"], int(row["n"]), RunSD(row["sd_used"], row["sd_df"], row["sd_source"]))
 
 
-def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, skip: Collection[str] = (),
-               shared: bool = False, percent: bool = True) -> pd.DataFrame:
-    """delta, interval and p of every config against one reference arm (run scores; `skip`: the reference's
-    row and those of withheld verdicts, outside the Holm family; `shared`: every config takes the reference's SD, as --pool-anchor has it; `percent`: the interval
-    is cut at -100 and +100, the most two percent scores can differ)."""
+def compare_to(table: pd.DataFrame, reference: Arm, prefix: str, level: float, alpha: float,
+               skip: Collection[str] = (), shared: bool = False, percent: bool = True,
+               paired: dict[str, SeedPairing] | None = None) -> pd.DataFrame:
+    """delta, interval, p, Holm-adjusted p and verdict word (inference.verdicts) of every config against one
+    reference arm (run scores; `skip`: the reference's row and those of withheld verdicts, outside the Holm
+    family; `shared`: every config takes the reference's SD, as --pool-anchor has it; `percent`: the interval
+    is cut at -100 and +100, the most two percent scores can differ; `paired`: {label: SeedPairing} under
+    pairing=seed, whose configs with >= 2 common seeds are compared by paired differences)."""
     out = []
     for _, row in table.iterrows():
         if row["label"] in skip:
             out.append({})
             continue
-        arm = Arm(row["mean"], int(row["n"]), reference.sd) if shared else arm_of(row)
-        comp = compare_arms(arm, reference, level)
+        pairing = (paired or {}).get(row["label"])
+        if pairing is not None and pairing.paired:
+            comp = pairing.comparison
+        else:
+            comp = compare_arms(Arm(row["mean"], int(row["n"]), reference.sd) if shared else arm_of(row), reference,
+                                level)
         low, high = stats.bounded(comp.low, comp.high, stats.DIFFERENCE_BOUNDS) if percent else (comp.low, comp.high)
         out.append({f"delta_{prefix}": comp.delta, f"{prefix}_low": low, f"{prefix}_high": high,
                     f"p_{prefix}": comp.p})
     # the columns named: a table of the reference alone (every other config collapsed) compares nothing
     columns = [f"delta_{prefix}", f"{prefix}_low", f"{prefix}_high", f"p_{prefix}"]
     frame = pd.DataFrame(out, index=table.index, columns=columns)
-    frame[f"p_{prefix}_holm"] = stats.holm(frame[f"p_{prefix}"].to_numpy(float))
+    family = family_verdicts(frame[f"delta_{prefix}"].to_numpy(float), frame[f"p_{prefix}"].to_numpy(float), alpha)
+    frame[f"p_{prefix}_holm"] = family.adjusted
     frame[f"q_{prefix}_bh"] = stats.benjamini_hochberg(frame[f"p_{prefix}"].to_numpy(float))
+    frame[f"verdict_{prefix}"] = family.words
     return frame
+
+
+# --- pairing by seed -----------------------------------------------------------------------------
+
+def seed_pairings(usable: pd.DataFrame, metric: str, baseline: str, level: float, skip: Collection[str]
+                  ) -> dict[str, SeedPairing]:
+    """{label: its comparison with the baseline over the seeds both ran} for every config but `skip` (runs
+    without a recorded seed, e.g. external ones, cannot pair and are left out of the pairing)."""
+    if "cfg.seed" not in usable:
+        return {}
+    seeded = usable[usable["cfg.seed"].notna()]
+    arms = {label: by_seed(group["cfg.seed"].astype(int), group[metric].astype(float))
+            for label, group in seeded.groupby("label", sort=False)}
+    if baseline not in arms:
+        return {}
+    return {label: paired_by_seed(arm, arms[baseline], level) for label, arm in arms.items()
+            if label != baseline and label not in skip}
+
+
+def pairing_columns(table: pd.DataFrame, pairings: dict[str, SeedPairing]) -> pd.DataFrame:
+    """Per config compared with the baseline: common seeds, seeds dropped on either side, seed correlation."""
+    rows = []
+    for label in table["label"]:
+        p = pairings.get(label)
+        rows.append({} if p is None else {
+            "paired_n": p.common, "paired_dropped": p.dropped_arm, "paired_dropped_baseline": p.dropped_ref,
+            "seed_corr": p.correlation.r, "seed_corr_low": p.correlation.low, "seed_corr_high": p.correlation.high})
+    columns = ["paired_n", "paired_dropped", "paired_dropped_baseline", "seed_corr", "seed_corr_low",
+               "seed_corr_high"]
+    return pd.DataFrame(rows, index=table.index, columns=columns)
+
+
+def pairing_advice(pairings: dict[str, SeedPairing], s: SummarySettings, psd: tuple[float, bool, str] | None
+                   ) -> dict:
+    """The seed correlation pooled over the paired configs and, at the power SD, the seeds per config a paired
+    design needs for target_effect against an unpaired one (design.seeds_needed_paired)."""
+    pooled_r = pooled_seed_correlation([p.correlation for p in pairings.values() if p.paired], s.level)
+    advice = {"r": pooled_r.r, "low": pooled_r.low, "high": pooled_r.high, "pairs": pooled_r.n,
+              "configs": sum(p.paired for p in pairings.values()),
+              "unpaired": sorted(label for label, p in pairings.items() if not p.paired)}
+    if psd is not None and pooled_r.r == pooled_r.r:
+        sd, known, source = psd
+        paired, unpaired = seeds_needed_paired(s.target_effect, sd, pooled_r.r, s.alpha, s.power, known=known)
+        advice |= {"sd": sd, "sd_source": source, "seeds_paired": paired, "seeds_unpaired": unpaired}
+    return advice
 
 
 # --- power ---------------------------------------------------------------------------------------
@@ -241,15 +299,6 @@ def power_reference(s: SummarySettings, reference: str, anchor: Anchor | None, r
     if s.pool_anchor:  # the anchor's runs share our run-to-run SD
         return stats.PowerReference(n=anchor.n)
     return stats.PowerReference(var_of_mean=anchor.sd**2 / anchor.n, df=anchor.n - 1)
-
-
-def sd_at_k(sd: float, eval_sd: float, k: float, other_k: float) -> float:
-    """Run-to-run SD if each run were evaluated with other_k samples per problem instead of k.
-
-    Eval-sampling variance scales as 1/K; the training-seed part stays.
-    """
-    train_var = max(0.0, sd**2 - eval_sd**2)
-    return math.sqrt(train_var + eval_sd**2 * k / other_k)
 
 
 def phase_costs(usable: pd.DataFrame) -> tuple[float, float] | None:
@@ -316,13 +365,16 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
                    "seeds_larger_k": stats.seeds_needed(s.target_effect, sd_k, s.alpha, s.power, plan, known=known)}
         if (costs := phase_costs(usable)) is not None:
             train_h, eval_h = costs
-            scale = s.larger_k / advice["k"]
             advice |= {"train_gpu_h": train_h, "eval_gpu_h": eval_h,
                        "k_optimal": cost_optimal_k(eval_sd**2, advice["k"], sd**2 - eval_sd**2, train_h, eval_h)}
             if advice["seeds"] and advice["seeds_larger_k"]:
                 advice |= {"gpu_h_seeds": advice["seeds"] * (train_h + eval_h),
-                           "gpu_h_seeds_larger_k": advice["seeds_larger_k"] * (train_h + eval_h * scale)}
-            advice["cost_by_k"] = decision_cost_by_k(s, sd, eval_sd, advice, plan, known)
+                           "gpu_h_seeds_larger_k": advice["seeds_larger_k"] * run_gpu_hours_at_k(
+                               train_h, eval_h, advice["k"], s.larger_k)}
+            advice["cost_by_k"] = decision_cost_by_k(
+                cost_by_k_grid(s, advice["k"], advice["k_optimal"]), k=advice["k"], sd=sd, eval_sd=eval_sd,
+                train_h=train_h, eval_h=eval_h, target_effect=s.target_effect, alpha=s.alpha, power=s.power,
+                plan=plan, known=known)
     return advice
 
 
@@ -343,21 +395,12 @@ def collapse_price(usable: pd.DataFrame, metric: str, sd: float) -> dict | None:
             "sd_collapsing": math.sqrt((1 - rate) * sd**2 + rate * (1 - rate) * gap**2)}
 
 
-def decision_cost_by_k(s: SummarySettings, sd: float, eval_sd: float, advice: dict, plan: stats.PowerReference,
-                       known: bool) -> list[dict]:
-    """GPU-hours per config of the seeds needed for target_effect, were runs evaluated with K samples per
-    problem, for K from 1 to twice larger_k (and the runs' K, larger_k, the cost-optimal K); seeds None
-    where more than the power search's limit."""
-    k, train_h, eval_h = advice["k"], advice["train_gpu_h"], advice["eval_gpu_h"]
+def cost_by_k_grid(s: SummarySettings, k: int, k_optimal: float | None) -> list[int]:
+    """The K values the decision-cost table shows: 1 to twice larger_k, the runs' K, larger_k, the optimum."""
     grid = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, k, s.larger_k}
-    if advice["k_optimal"] is not None:
-        grid.add(max(1, round(advice["k_optimal"])))
-    rows = []
-    for other in sorted(x for x in grid if x <= 2 * max(s.larger_k, k)):
-        seeds = stats.seeds_needed(s.target_effect, sd_at_k(sd, eval_sd, k, other), s.alpha, s.power, plan,
-                                   known=known)
-        rows.append({"k": other, "seeds": seeds, "gpu_h": seeds * (train_h + eval_h * other / k) if seeds else None})
-    return rows
+    if k_optimal is not None:
+        grid.add(max(1, round(k_optimal)))
+    return sorted(x for x in grid if x <= 2 * max(s.larger_k, k))
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -379,32 +422,49 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     table = describe_configs(usable, s.metric, s, pool)
     baseline, how = select_baseline(table, s.baseline, declared_baselines)
     references = {}
+    pairings = {}
     if baseline is not None:
         references["baseline"] = arm_of(table.set_index("label").loc[baseline])
-        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, skip={baseline, *withheld},
-                                      percent=stats.is_percent_score(s.metric)))
-        table["vs_baseline"] = np.where(table["label"] == baseline, "is baseline", "run scores")
-    if anchor is not None:
+        if s.pairing == "seed":
+            pairings = seed_pairings(usable, s.metric, baseline, s.level, skip=set(withheld))
+            table = table.join(pairing_columns(table, pairings))
+        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, s.alpha,
+                                      skip={baseline, *withheld}, percent=stats.is_percent_score(s.metric),
+                                      paired=pairings))
+        table["vs_baseline"] = [_compared_how(label, baseline, pairings) for label in table["label"]]
+    if anchor is not None:  # the anchor has no seeds of ours: never paired
         references["anchor"] = anchor_arm(anchor, pool, s.pool_sd, s.assumed_sd, s.pool_anchor)
-        table = table.join(compare_to(table, references["anchor"], "anchor", s.level, skip=withheld, shared=s.pool_anchor,
-                                      percent=stats.is_percent_score(s.metric)))
+        table = table.join(compare_to(table, references["anchor"], "anchor", s.level, s.alpha, skip=withheld,
+                                      shared=s.pool_anchor, percent=stats.is_percent_score(s.metric)))
     reference = next(iter(references), None)
     family = max(1, int(table[f"p_{reference}"].notna().sum())) if reference else 1
     if reference is not None:
         table["verdict"] = [("baseline" if row["label"] == baseline else WITHHELD if row["label"] in withheld
-                             else stats.verdict(row[f"delta_{reference}"], row[f"p_{reference}_holm"], s.alpha))
-                            for _, row in table.iterrows()]
+                             else row[f"verdict_{reference}"]) for _, row in table.iterrows()]
         table["verdict_vs"] = "in-sweep baseline" if reference == "baseline" else "anchor"
         shared = references["anchor"].sd if reference == "anchor" and s.pool_anchor else None
-        table["verdict_sd"] = [_sd_words(row, shared) for _, row in table.iterrows()]
+        table["verdict_sd"] = [f"SD of the differences over {int(row['paired_n'])} paired seeds"
+                               if reference == "baseline" and str(row["vs_baseline"]).startswith("paired")
+                               else _sd_words(row, shared) for _, row in table.iterrows()]
         table["verdict_holds_to_sd"] = verdict_holds_to_sd(table, references[reference], reference, s)
     psd = power_sd(s, pool)
     if reference is not None:
         table = table.join(power_columns(table, s, reference, baseline, anchor, psd, family))
-    table["flags"] = flags(table, baseline, withheld)
+    table["flags"] = flags(table, baseline, withheld, pairings)
     table = table.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
     power = sweep_power(usable, s, reference, anchor, psd, family, pool_info)
-    return Analysis(table, usable, baseline, how, anchor, pool_info, notes, power)
+    pairing = pairing_advice(pairings, s, psd) if pairings else {}
+    return Analysis(table, usable, baseline, how, anchor, pool_info, notes, power, pairing)
+
+
+def _compared_how(label: str, baseline: str, pairings: dict[str, SeedPairing]) -> str:
+    """How a config is compared with the in-sweep baseline (summary.csv's vs_baseline)."""
+    if label == baseline:
+        return "is baseline"
+    pairing = pairings.get(label)
+    if pairing is None:
+        return "run scores"
+    return f"paired by seed ({pairing.common} common)" if pairing.paired else "run scores (too few common seeds)"
 
 
 def _sd_words(row: pd.Series, shared: RunSD | None = None) -> str:
@@ -419,9 +479,11 @@ def _sd_words(row: pd.Series, shared: RunSD | None = None) -> str:
     return words + (", shared with the anchor (--pool-anchor)" if pooled_with_anchor else "")
 
 
-def flags(table: pd.DataFrame, baseline: str | None, withheld: dict[str, int]) -> list[str]:
+def flags(table: pd.DataFrame, baseline: str | None, withheld: dict[str, int],
+          pairings: dict[str, SeedPairing] | None = None) -> list[str]:
     """Per config: simulated / external data, 1-run SD assumption, winner's curse on the top mean, seeds
-    stopped at their collapse with no score (its verdict withheld)."""
+    stopped at their collapse with no score (its verdict withheld), and under pairing=seed the seeds its
+    paired comparison dropped or, with too few common seeds, that it was compared unpaired."""
     contenders = table[table["label"] != baseline]
     top = contenders["mean"].idxmax() if len(contenders) >= 2 else None
     out = []
@@ -440,8 +502,19 @@ def flags(table: pd.DataFrame, baseline: str | None, withheld: dict[str, int]) -
             marks.append(f"verdict withheld: {withheld[row['label']]} seed(s) stopped at their collapse have no "
                          "score, the mean is of the others; --collapsed-score 0 scores them, or rerun them with "
                          "train.stop_on_collapse=false")
+        if (pairing := (pairings or {}).get(row["label"])) is not None:
+            marks.extend(_pairing_marks(pairing))
         out.append("; ".join(marks))
     return out
+
+
+def _pairing_marks(pairing: SeedPairing) -> list[str]:
+    if not pairing.paired:
+        return [f"pairing=seed: {pairing.common} seed(s) in common with the baseline, compared unpaired"]
+    if pairing.dropped_arm or pairing.dropped_ref:
+        return [f"paired on {pairing.common} common seeds: dropped {pairing.dropped_arm} of its runs and "
+                f"{pairing.dropped_ref} of the baseline's (no partner seed)"]
+    return []
 
 
 def seed_part_note(row: pd.Series) -> str:

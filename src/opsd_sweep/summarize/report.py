@@ -84,7 +84,9 @@ def verdict_rows(analysis: Analysis, level: float) -> tuple[list[str], list[list
         cells = [row["label"], str(row["n"]), _num(row["mean"]), _bracket(row["ci_low"], row["ci_high"]),
                  _num(row["sd_used"]) + ("" if row["sd_source"] == "sample" else f" ({row['sd_source'].split()[0]})")]
         if analysis.baseline is not None:
-            cells += [_interval(row, "delta_baseline", "baseline_low", "baseline_high"), _p(row.get("p_baseline_holm"))]
+            paired = " (paired)" if str(row.get("vs_baseline", "")).startswith("paired") else ""
+            cells += [_interval(row, "delta_baseline", "baseline_low", "baseline_high") + paired,
+                      _p(row.get("p_baseline_holm"))]
         if analysis.anchor is not None:
             cells += [_interval(row, "delta_anchor", "anchor_low", "anchor_high"), _p(row.get("p_anchor_holm"))]
         if "verdict" in t:
@@ -208,6 +210,36 @@ def samples_cost_statement(p: dict, larger_k: int) -> str:
                      "precision per GPU-hour than more seeds."
     return out + (f". At this split of the noise the most precision per GPU-hour comes at K ≈ {p['k_optimal']:.0f} "
                   "samples per problem (two-stage sampling's optimal allocation).")
+
+
+def pairing_statements(analysis: Analysis, s: SummarySettings) -> list[str]:
+    """pairing=seed: how the configs were paired with the baseline, the seed correlation, what pairing saves."""
+    p = analysis.pairing
+    if s.pairing != "seed":
+        return []
+    if not p:
+        return ["pairing=seed was declared, but there is no in-sweep baseline with seeded runs to pair with: every "
+                "comparison is unpaired."]
+    out = [f"Declared pairing=seed: {_configs(p['configs'])} compared with the in-sweep baseline by paired "
+           "differences over the seeds both ran (t on the per-seed differences, pairs - 1 df; Δ is their mean), "
+           "Holm over the family as before. The anchor comparison stays unpaired."]
+    if p["unpaired"]:
+        out.append(f"Too few seeds in common with the baseline (< 2), compared unpaired: {', '.join(p['unpaired'])}.")
+    if p["r"] != p["r"]:
+        out.append("Seed correlation: not estimable (it needs a config with >= 4 seeds in common with the baseline "
+                   "and scores that vary).")
+        return out
+    out.append(f"Seed correlation of a config's and the baseline's run scores: r = {p['r']:.2f} "
+               f"[{_num(p['low'])}, {_num(p['high'])}] ({s.level:.0%} Fisher-z interval, pooled over "
+               f"{_configs(p['configs'])}, {p['pairs']} pairs; the configs share the baseline's runs, so the "
+               "interval is somewhat narrow). At r ≤ 0 pairing only costs degrees of freedom.")
+    if "seeds_paired" in p:
+        paired, unpaired = p["seeds_paired"], p["seeds_unpaired"]
+        out.append(f"At the {p['sd_source']} of {p['sd']:.2f} points and r = {p['r']:.2f}, detecting +"
+                   f"{s.target_effect:g} points with {s.power:.0%} power at α = {s.alpha} needs "
+                   f"**{_seeds(paired) if paired else 'more than 10000'} seeds per config paired** against "
+                   f"{_seeds(unpaired) if unpaired else 'more than 10000'} unpaired (each arm).")
+    return out
 
 
 POOL_KIND_WORDS = {"external": "external", "simulated": "simulated", "base_model": "untrained base-model",
@@ -374,6 +406,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
         lines += ["", *caps]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
+    if pairing := pairing_statements(analysis, s):
+        lines += ["", "## Pairing by seed", "", *[f"- {x}" for x in pairing]]
     lines += ["", "## Noise: eval sampling vs training seed", "", noise_table(analysis, s.level), "",
               "Eval-sampling SD: the binomial noise of K samples per problem, from each run's own samples. "
               "Training-seed SD: what remains of the run-to-run variance, with its interval (chi-square on the "

@@ -11,6 +11,7 @@ from omegaconf import MISSING, OmegaConf
 
 from opsd_sweep import CONF_DIR
 from opsd_sweep.inference.arms import Anchor
+from opsd_sweep.inference.pairing import PAIRINGS  # how a config meets the baseline: independent arms or by seed
 
 # Kinds of runs the pooled SD leaves out unless opted in (pool_include): other labs' results (another
 # pipeline, another spread), the simulator's runs next to real ones, and the untrained base model (its runs
@@ -36,6 +37,7 @@ class SummarySettings:
     power: float = MISSING
     larger_k: int = MISSING
     collapsed_score: Optional[float] = MISSING
+    pairing: str = MISSING
     transition_threshold: float = MISSING
     plots: bool = MISSING
 
@@ -60,6 +62,10 @@ def load_settings(overrides: dict) -> SummarySettings:
         problems.append(f"pool_include={unknown} is not among {list(POOL_OPT_INS)}, e.g. [external]")
     if settings.larger_k < 2:
         problems.append(f"larger_k={settings.larger_k} must be >= 2 samples per problem, e.g. 64")
+    if settings.pairing not in PAIRINGS:
+        problems.append(f"pairing={settings.pairing!r} must be one of {list(PAIRINGS)}: seed compares each config "
+                        "with the in-sweep baseline by paired differences over the seeds both ran; declare it "
+                        "before looking at the scores")
     if not 0 < settings.transition_threshold <= 1:
         problems.append(f"transition_threshold={settings.transition_threshold} must be in (0, 1] (a per-problem "
                         "solve rate), e.g. 0.5")
