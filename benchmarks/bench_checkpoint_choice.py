@@ -10,8 +10,8 @@ step training noise of 0 / 1.1 / 2.8 points. Any score above the truth is select
   the top mean over the other runs; crossover_interval (the runs' scores are correlated through the
   choice: the interval adds that covariance). "plain t" shows the same scores with a plain t-interval.
 
-    python benchmarks/bench_checkpoint_choice.py                    # 4000 replicates per level
-    python benchmarks/bench_checkpoint_choice.py --replicates 400   # quicker, coverage SE ~1.1%
+    python -m benchmarks.bench_checkpoint_choice                    # 4000 replicates per level
+    python -m benchmarks.bench_checkpoint_choice --replicates 400   # quicker, coverage SE ~1.1%
 """
 
 from __future__ import annotations

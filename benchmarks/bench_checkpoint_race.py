@@ -21,9 +21,9 @@ Per design: samples drawn per run (the GPU-minutes proxy), how often the step wi
 step), and the cross-run ("best (held out)") score: bias and 95% coverage against the rule's expected
 score (the mean true score at the steps it chooses), and the mean half-width of its interval.
 
-    python benchmarks/bench_checkpoint_race.py                    # 2000 replicates per level, gentle
-    python benchmarks/bench_checkpoint_race.py --profile collapse
-    python benchmarks/bench_checkpoint_race.py --replicates 300   # quicker
+    python -m benchmarks.bench_checkpoint_race                    # 2000 replicates per level, gentle
+    python -m benchmarks.bench_checkpoint_race --profile collapse
+    python -m benchmarks.bench_checkpoint_race --replicates 300   # quicker
 """
 
 from __future__ import annotations

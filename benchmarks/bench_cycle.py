@@ -1,16 +1,16 @@
 """GPU-minutes per recipe cycle (issues 14 and 23), measured from a real sweep's own records.
 
     export PYTHONPATH=/tmp/site:$PWD/src NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle [--cycles 3 --steps 8] [--per-phase]
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-from benchmarks/measured/aime_sized_eval_<date>.json
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle --tiny    # CPU smoke check (tiny profile, no GPU)
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle --steps 5 --profile-step 5   # + each cycle's step 5 profiled
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-kv-cache fp8   # part 2 alone
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-attention-backend FLASHINFER
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --eval-without-adapter
-    python3 benchmarks/bench_cycle.py --work /tmp/cycle --eval-only --adapter init --eval-problems 8 \
+    python3 -m benchmarks.bench_cycle --work /tmp/cycle [--cycles 3 --steps 8] [--per-phase]
+    python3 -m benchmarks.bench_cycle --work /tmp/cycle --eval-from benchmarks/measured/aime_sized_eval_<date>.json
+    python3 -m benchmarks.bench_cycle --work /tmp/cycle --tiny    # CPU smoke check (tiny profile, no GPU)
+    python3 -m benchmarks.bench_cycle --work /tmp/cycle --steps 5 --profile-step 5   # + each cycle's step 5 profiled
+    python3 -m benchmarks.bench_cycle --work /tmp/cycle --eval-only --eval-kv-cache fp8   # part 2 alone
+    python3 -m benchmarks.bench_cycle --work /tmp/cycle --eval-only --eval-attention-backend FLASHINFER
+    python3 -m benchmarks.bench_cycle --work /tmp/cycle --eval-only --eval-without-adapter
+    python3 -m benchmarks.bench_cycle --work /tmp/cycle --eval-only --adapter init --eval-problems 8 \
         --lengths published --time-limit 900      # a measured part of 96 real-length requests (issue 39)
-    python3 benchmarks/bench_cycle.py --work /tmp/x --eval-from PART.json --sweep-from SWEEP.json  # CPU: the record
+    python3 -m benchmarks.bench_cycle --work /tmp/x --eval-from PART.json --sweep-from SWEEP.json  # CPU: the record
 
 Part 1, cycles as a user runs them: one sweep of --cycles seeds through `python -m opsd_sweep -m` on the
 random-init Qwen3-1.7B world (opsd_sweep.random_world: student / teacher prompts ~300 / ~1,500 tokens),
@@ -30,7 +30,7 @@ vLLM engine configured as the cycle's own (the adapter as a LoRARequest, eval.ma
 of the engine that evaluates a cycle: the rollout engine's, or with --eval-kv-cache fp8 the eval phase's
 own engine's), timed from the first request to the last sample, every engine step timed with its
 sequences decoding and the KV tokens they read (eval_trace.py; `step_trace` in the record; the plot:
-`python3 benchmarks/eval_trace.py RECORD.json`). The record carries the length model
+`python3 -m benchmarks.eval_trace RECORD.json`). The record carries the length model
 (`length_model`, `eval_length_mean_tokens`), the forced and prompt lengths, and the eval's KV-read floor
 from the lengths generated (`eval_floor_s`, `eval_floor_ratio` = generation time / floor). --time-limit
 stops the part past that many seconds of generation (the record says so and keeps the trace).
@@ -69,16 +69,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-import length_model  # noqa: E402
-from bench_vllm_tp_dp import N_SAMPLES, summarize  # noqa: E402
-from eval_trace import TimedSteps, TimeLimit, engine_args_with, summarize_steps  # noqa: E402
-
-from opsd_sweep import random_world  # noqa: E402
-from opsd_sweep.gpu_check import checked_cycle, run, step_parts, sweep_args  # noqa: E402
-from opsd_sweep.run.rundir import gpu_hours  # noqa: E402
+from benchmarks import length_model
+from benchmarks.bench_vllm_tp_dp import N_SAMPLES, summarize
+from benchmarks.eval_trace import TimedSteps, TimeLimit, engine_args_with, summarize_steps
+from benchmarks.run_config import composed_run_config
+from opsd_sweep import random_world
+from opsd_sweep.gpu_check import checked_cycle, run, step_parts, sweep_args
+from opsd_sweep.run.rundir import gpu_hours
 
 RECIPE_STEPS, TARGET_GPU_MINUTES, SEED_WORKFLOW_GPU_MINUTES = 100, 12.0, (112, 132)
 EVAL_PROBLEMS = 30  # AIME24
@@ -102,15 +99,8 @@ def run_and_checkpoint(run_dir: Path):
 def composed_run(world: Path, settings: list[str]):
     """The config a 1-step cycle on the world with `settings` would run, composed as `python -m opsd_sweep`
     composes it, without running it."""
-    from hydra import compose, initialize_config_dir
-
-    from opsd_sweep import CONF_DIR
-    from opsd_sweep.config import load_run_config
-
     overrides = [a for a in sweep_args(world, None, 1, 16, 1, "1", world / "results", "bench-eval") if a != "-m"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides + settings, return_hydra_config=False)
-    return load_run_config(cfg)
+    return composed_run_config(overrides + settings)
 
 
 def init_adapter(run, out: Path) -> Path:
@@ -327,7 +317,7 @@ def eval_projection(recorded: dict) -> dict:
     if "step_trace" not in recorded or not recorded["step_trace"]:
         raise ValueError(f"a part of {recorded['requests']} requests ({recorded.get('status', 'complete')}) without a "
                          "step trace: nothing to project the 360-sample eval from")
-    import eval_step_model
+    from benchmarks import eval_step_model
 
     figures = eval_step_model.traced_part(recorded, [EVAL_PROBLEMS * N_SAMPLES], [])
     projected = figures["projections"][0]
@@ -520,7 +510,7 @@ def main(argv=None) -> dict:
     for folder in (work, out):
         folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0")
-    command = "python3 benchmarks/bench_cycle.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python3 -m benchmarks.bench_cycle " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.eval_only:
         return eval_only(work, out, args, command, env)
     if args.sweep_from is not None:

@@ -1,11 +1,11 @@
 """Evaluator benchmarks: hf generation throughput and grading throughput.
 
     # GPU: random-init Qwen3-1.7B shape, fixed lengths (min_new_tokens = max_new_tokens), tokens/s
-    python benchmarks/bench_eval.py generation --out gen.json
+    python -m benchmarks.bench_eval generation --out gen.json
     # CPU check of the same code path with tiny shapes
-    python benchmarks/bench_eval.py generation --tiny --batch-sizes 1,4 --new-tokens 8
+    python -m benchmarks.bench_eval generation --tiny --batch-sizes 1,4 --new-tokens 8
     # grading: 360 synthetic completions (AIME-like and MATH-like answers), main thread vs a process pool
-    python benchmarks/bench_eval.py grading --samples 360 --workers 0,2
+    python -m benchmarks.bench_eval grading --samples 360 --workers 0,2
 
 Generation goes through the evaluator's HFEngine (the `hf` backend), so it needs only torch and
 transformers (no project config, no tokenizer: random token ids stand in for prompts).
@@ -16,13 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from opsd_sweep.evaluate.generate import HFEngine, Sampling  # noqa: E402
+from opsd_sweep.evaluate.generate import HFEngine, Sampling
 
 QWEN3_1P7B = dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                   intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True)

@@ -1,6 +1,6 @@
 """Can an eval's decode share one GPU with the next cycle's training? (issue 23: overlap the eval)
 
-    python3 benchmarks/bench_gpu_sharing.py --out $OUT [--seconds 20] [--mps]
+    python3 -m benchmarks.bench_gpu_sharing --out $OUT [--seconds 20] [--mps]
 
 Two loads, each in its own process, as a training phase and an eval phase of two cycles would be:
   train   compute-bound bf16 GEMMs of the trainer's shape ([8 x 2,524 tokens, 2,048] x [2,048, 6,144]),

@@ -1,7 +1,7 @@
 """What eval.merge_lora=true adds to a cycle before its eval: the evaluator's fp32 merge of the adapter into the
 base model and the save of the merged model dir (evaluator.merge_adapter), on this machine's CPU.
 
-    python3 benchmarks/bench_merge.py --work /tmp/merge [--rank 64] [--out DIR]
+    python3 -m benchmarks.bench_merge --work /tmp/merge [--rank 64] [--out DIR]
 
 The random-init world of the Qwen3-1.7B shape (opsd_sweep.random_world) and an adapter of the recipe's shape
 (conf/recipe/paper.yaml: rank 64, alpha 128, all seven projections), with random A and B so that every
@@ -13,17 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from opsd_sweep import random_world  # noqa: E402
-from opsd_sweep.evaluate.evaluator import merge_adapter  # noqa: E402
-from opsd_sweep.evaluate.generate import EngineSpec, Sampling  # noqa: E402
+from opsd_sweep import random_world
+from opsd_sweep.evaluate.evaluator import merge_adapter
+from opsd_sweep.evaluate.generate import EngineSpec, Sampling
 
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

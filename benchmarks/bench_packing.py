@@ -1,8 +1,8 @@
 """Packing benchmark: N one-GPU cycles packed on 2 GPUs (local_gpus) vs one after another (Hydra's basic
 launcher), wall time of each whole sweep.
 
-    python benchmarks/bench_packing.py --gpus 0,1            # a GPU box; target: packed <= 0.55 x sequential
-    python benchmarks/bench_packing.py --gpus 0,1 --cycles 2 --steps 1   # a CPU smoke run (fake GPU ids)
+    python -m benchmarks.bench_packing --gpus 0,1            # a GPU box; target: packed <= 0.55 x sequential
+    python -m benchmarks.bench_packing --gpus 0,1 --cycles 2 --steps 1   # a CPU smoke run (fake GPU ids)
 
 Each cycle is a real tiny-profile cycle (train.num_gpus=1): a small randomly initialised Qwen3 (warm-started
 once, before timing), a few OPSD steps, a short evaluation. Both sweeps run the same cycles in separate

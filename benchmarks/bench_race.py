@@ -11,8 +11,8 @@ across configs, Holm across configs vs the in-sweep baseline at alpha 0.05).
   then max_seeds per SD) chosen on TUNING scenarios (random streams seeded with TUNE_SEED) and
   reported on fresh REPORT scenarios (REPORT_SEED).
 
-    python benchmarks/bench_race.py            # full run (1,000 sweeps per reported scenario)
-    python benchmarks/bench_race.py --quick    # smoke run (few sweeps; figures are noisy)
+    python -m benchmarks.bench_race            # full run (1,000 sweeps per reported scenario)
+    python -m benchmarks.bench_race --quick    # smoke run (few sweeps; figures are noisy)
 """
 
 from __future__ import annotations

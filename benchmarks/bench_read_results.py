@@ -1,8 +1,8 @@
 """What reading a results root costs per run, against the raw read of the same files.
 
-    .venv/bin/python benchmarks/bench_read_results.py --runs 300 [--record] [--profile]
+    .venv/bin/python -m benchmarks.bench_read_results --runs 300 [--record] [--profile]
 
-Builds N hand-built run dirs under a temp dir, as a sweep writes them (tests/summarize/rundirs.py's
+Builds N hand-built run dirs under a temp dir, as a sweep writes them (benchmarks/rundirs.py's
 write_run: config.yaml, status.json, train/metrics.jsonl, eval/eval.json; plus identity.json, which a
 cycle records with RunDir.write_identity), learning rate and seed varied so there are several configs.
 Then, in one process, it times per run:
@@ -37,12 +37,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO))  # tests.summarize.rundirs: the hand-built run dirs the summary's tests read
+import numpy as np
+import yaml
 
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 TARGET_RATIO = 10.0
 LEARNING_RATES = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5)
@@ -60,7 +58,7 @@ def build_runs(root: Path, n_runs: int, n_problems: int, n_samples: int, steps: 
     """N complete run dirs under root/sweep (learning rates x seeds), each with identity.json."""
     from opsd_sweep.run.keys import input_identities
     from opsd_sweep.run.rundir import read_json
-    from tests.summarize.rundirs import base_run, draw_correct, write_run
+    from benchmarks.rundirs import base_run, draw_correct, write_run
 
     inputs = input_identities(base_run())  # learning rate and seed change no input
     difficulty = np.linspace(-2.5, 2.5, n_problems)
@@ -245,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
         "benchmark": "bench_read_results",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python3", "benchmarks/bench_read_results.py", *(argv if argv is not None
+        "command": " ".join(["python3", "-m", "benchmarks.bench_read_results", *(argv if argv is not None
                                                                              else sys.argv[1:])]),
         "commit": git_commit(),
         "machine": machine(),

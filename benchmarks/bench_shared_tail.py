@@ -1,7 +1,7 @@
 """Several checkpoints' AIME24-sized evals in one engine: does one tail of long samples serve them all? (issue 23)
 
     export PYTHONPATH=/tmp/site:$PWD/src NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-    python3 benchmarks/bench_shared_tail.py --work /tmp/be --checkpoints 2      # GPU only
+    python3 -m benchmarks.bench_shared_tail --work /tmp/be --checkpoints 2      # GPU only
 
 Lengths: --lengths (length_model.py; default `published`, thinking-mode AIME24 at mean ~19,000; `short` is
 the old mean-5,000 probe). One checkpoint's eval at the short lengths spent ~40% of its time on its last few
@@ -30,13 +30,10 @@ from argparse import Namespace
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from bench_cycle import adapter_run, adapter_settings, cycle_eval_setup  # noqa: E402
-import length_model  # noqa: E402
-from bench_vllm_tp_dp import N_SAMPLES, summarize  # noqa: E402
-from eval_trace import TimedSteps, engine_args_with, summarize_steps  # noqa: E402
+from benchmarks import length_model
+from benchmarks.bench_cycle import adapter_run, adapter_settings, cycle_eval_setup
+from benchmarks.bench_vllm_tp_dp import N_SAMPLES, summarize
+from benchmarks.eval_trace import TimedSteps, engine_args_with, summarize_steps
 
 # the adapter of `bench_cycle.py --eval-only` without options: the cycle's own evaluator
 DEFAULT_ADAPTER = Namespace(eval_kv_cache="auto", override=[])
@@ -117,7 +114,7 @@ def main(argv=None) -> dict:
     run_dir = adapter_run(work, adapter_settings(DEFAULT_ADAPTER), env)
     record = {"device": torch.cuda.get_device_name(0),
               "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-              "command": "python3 benchmarks/bench_shared_tail.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "command": "python3 -m benchmarks.bench_shared_tail " + " ".join(argv if argv is not None else sys.argv[1:]),
               **shared_tail_eval(run_dir, args.checkpoints, args.length_seed, args.lengths)}
     name = "" if args.lengths == "published" else "_" + args.lengths.split(":")[0]
     path = out / f"shared_tail_{record['date']}_{args.checkpoints}{name}.json"

@@ -15,8 +15,8 @@ in-sweep baseline c0, target effect +3, no anchor). Grid SIX: baseline, one +3 c
   target) and of delta over problems drawn anew (problems as a sample, not the target);
 - noise split at 5 seeds: exact zeros, 'below eval noise', coverage of the training-seed interval.
 
-    python benchmarks/bench_stats.py            # full run (500 sweeps per figure)
-    python benchmarks/bench_stats.py --quick    # smoke run (40 sweeps; figures are noisy)
+    python -m benchmarks.bench_stats            # full run (500 sweeps per figure)
+    python -m benchmarks.bench_stats --quick    # smoke run (40 sweeps; figures are noisy)
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ logits over the whole teacher prompt (then sliced), gradient checkpointing. Part
   step     full trainer steps (python -m opsd_sweep.train) broken into rollout / teacher / student /
            loss / backward / optimizer, on 1 GPU and on 2 GPUs through accelerate launch
 
-    python benchmarks/bench_train.py --out DIR           # GPU: recipe shapes (prompts 300 / 1500, completion 1024)
-    python benchmarks/bench_train.py --tiny --out DIR    # CPU smoke run of every part with tiny shapes
+    python -m benchmarks.bench_train --out DIR           # GPU: recipe shapes (prompts 300 / 1500, completion 1024)
+    python -m benchmarks.bench_train --tiny --out DIR    # CPU smoke run of every part with tiny shapes
 """
 
 from __future__ import annotations
@@ -32,19 +32,20 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO)]  # the package, and tests/ for the reference formula
+from benchmarks.loss_reference import reference
+from benchmarks.run_config import composed_run_config
+from opsd_sweep.config import RolloutConfig
+from opsd_sweep.train.collate import collate
+from opsd_sweep.train.distill import DistillationModel
+from opsd_sweep.train.loss import LossSpec, opsd_loss, opsd_loss_from_hidden
+from opsd_sweep.train.precision import fp32_matmul
+from opsd_sweep.train.profiling import profiled
+from opsd_sweep.train.rollout import HFRollout, sample
+from opsd_sweep.train.teacher import Teacher
+from opsd_sweep.train.trainer import compile_decoder_layers
+from opsd_sweep.train.timing import PhaseTimer
 
-from opsd_sweep.config import RolloutConfig  # noqa: E402
-from opsd_sweep.train.collate import collate  # noqa: E402
-from opsd_sweep.train.distill import DistillationModel  # noqa: E402
-from opsd_sweep.train.loss import LossSpec, opsd_loss, opsd_loss_from_hidden  # noqa: E402
-from opsd_sweep.train.precision import fp32_matmul  # noqa: E402
-from opsd_sweep.train.profiling import profiled  # noqa: E402
-from opsd_sweep.train.rollout import HFRollout, sample  # noqa: E402
-from opsd_sweep.train.teacher import Teacher  # noqa: E402
-from opsd_sweep.train.trainer import compile_decoder_layers  # noqa: E402
-from opsd_sweep.train.timing import PhaseTimer  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 H200_BF16_PEAK = 989e12  # dense bf16 FLOP/s, datasheet (about 790 measured on this machine's matmuls)
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -161,10 +162,8 @@ def kernel_profile(fn, rows: int = 14, sort_by: str = "cuda_time_total") -> str:
 
 
 def accuracy(student, teacher, mask, chunk_size: int) -> dict:
-    """Errors against the tests' plain fp32 formula: the loss value on the whole batch, and the
-    gradient on a slice (the full fp32 autograd reference would not be cheap)."""
-    from tests.train.test_loss import reference
-
+    """Errors against the plain fp32 formula the tests check the loss with: the loss value on the whole batch,
+    and the gradient on a slice (the full fp32 autograd reference would not be cheap)."""
     options = dict(top_k=None, **LOSS)
     with torch.no_grad():
         exact = reference(student, teacher, mask, **options)[0].item()
@@ -426,10 +425,9 @@ def write_world(s: Shapes, model, root: Path) -> Path:
 
 def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: bool,
                 extra: list[str]) -> dict:
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from opsd_sweep.config import load_run_config, to_dict
+    from opsd_sweep.config import to_dict
     from opsd_sweep.run.rundir import RunDir
 
     accum = 2
@@ -442,9 +440,8 @@ def run_trainer(s: Shapes, world: Path, work: Path, out: Path, gpus: int, tiny: 
     if tiny:
         overrides += ["model.dtype=float32", "rollout.top_k=0"]
     overrides += extra
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        # the basic launcher: the sweep launchers' plugins (submitit) are not needed to make one run config
-        run = load_run_config(compose(config_name="config", overrides=["hydra/launcher=basic", *overrides]))
+    # the basic launcher: the sweep launchers' plugins (submitit) are not needed to make one run config
+    run = composed_run_config(["hydra/launcher=basic", *overrides])
     run_dir = RunDir(work / f"trainer_{gpus}gpu")
     run_dir.path.mkdir(parents=True, exist_ok=True)
     run_dir.config.write_text(OmegaConf.to_yaml(OmegaConf.create(to_dict(run))))

@@ -1,7 +1,7 @@
 """The evaluator's vllm backend for real: data-parallel engines serving a LoRA adapter, vs the hf
 backend (static cache), on a randomly initialised Qwen3-1.7B-shaped model.
 
-    python benchmarks/bench_vllm_eval.py --work /tmp/vbench --out $OUT [--backends vllm,hf]
+    python -m benchmarks.bench_vllm_eval --work /tmp/vbench --out $OUT [--backends vllm,hf]
 
 Builds (once, under --work) the model dir with an offline-trained tokenizer, a PEFT LoRA adapter
 (r 64, the trainer's target modules, non-zero B so it changes outputs) and 30 synthetic problems,
@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from benchmarks.run_config import composed_run_config
 
 QWEN3_1P7B = dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
                   head_dim=128, intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True)
@@ -67,10 +66,6 @@ def build_assets(work: Path, tiny: bool, max_positions: int = 4096) -> tuple[Pat
 
 
 def run_backend(backend: str, model_dir: Path, adapter_dir: Path, problems: Path, work: Path, args) -> dict:
-    from hydra import compose, initialize_config_dir
-
-    from opsd_sweep import CONF_DIR
-    from opsd_sweep.config import load_run_config
     from opsd_sweep.evaluate.evaluator import evaluate
 
     overrides = ["model.dtype=float32"] if args.tiny else []
@@ -79,8 +74,7 @@ def run_backend(backend: str, model_dir: Path, adapter_dir: Path, problems: Path
                  f"eval.max_new_tokens={args.new_tokens}", f"eval.backend={backend}", "eval.thinking=false",
                  f"eval.batch_size={args.batch}", "eval.hf_cache=static", "eval.gpu_memory_utilization=0.6",
                  f"eval.max_model_len={args.new_tokens + 256}", f"eval.shard_size={args.shard}"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        run = load_run_config(compose(config_name="config", overrides=overrides))
+    run = composed_run_config(overrides)
     eval_dir = work / f"eval-{backend}"
     shutil.rmtree(eval_dir, ignore_errors=True)
     started = time.monotonic()

@@ -1,7 +1,7 @@
 """The trainer's vllm rollout backend for real: a colocated engine, a few OPSD steps, and proof that
 the engine samples from the weights the trainer just produced.
 
-    PYTHONPATH=/tmp/site:$PWD/src python benchmarks/bench_vllm_rollout.py --work /tmp/vroll --out $OUT
+    PYTHONPATH=/tmp/site:$PWD/src python -m benchmarks.bench_vllm_rollout --work /tmp/vroll --out $OUT
 
 On one GPU, with a randomly initialised Qwen3-1.7B-shaped model (built under --work, as
 bench_train.py builds it), the paper recipe's rollout and loss settings, rollout.backend=vllm and
@@ -17,26 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
-
-from bench_train import RECIPE, build_model, write_world  # noqa: E402
-
+from benchmarks.bench_train import RECIPE, build_model, write_world
+from benchmarks.run_config import composed_run_config
 from opsd_sweep.run.rundir import RunDir
-from opsd_sweep.train.trainer import OPSDTrainer  # noqa: E402
+from opsd_sweep.train.trainer import OPSDTrainer
 
 
 def make_run(world: Path, work: Path, steps: int, learning_rate: float):
-    from hydra import compose, initialize_config_dir
-
-    from opsd_sweep.config import load_run_config
-
     s = RECIPE
     overrides = ["hydra/launcher=basic", f"model.path={world / 'model'}", "model.name=random-qwen3-shape",
                  "data=local", f"data.path={world / 'train.jsonl'}", f"results_root={work}", "train.num_gpus=1",
@@ -44,8 +36,7 @@ def make_run(world: Path, work: Path, steps: int, learning_rate: float):
                  f"train.global_batch_size={2 * s.batch}", f"train.max_steps={steps}", f"train.save_steps={steps}",
                  f"learning_rate={learning_rate}", "rollout.backend=vllm", "rollout.vllm_sleep=true",
                  f"rollout.max_new_tokens={s.completion}"]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return load_run_config(compose(config_name="config", overrides=overrides))
+    return composed_run_config(overrides)
 
 
 def engine_logprobs(rollout, ids: list[int]) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """What per-request seeds cost a vLLM decode step (issue 23: the rollout's sampler).
 
     export PYTHONPATH=/tmp/site:$PWD/src NCCL_NVLS_ENABLE=0
-    python3 benchmarks/bench_vllm_sampling.py --work /tmp/gc --out $OUT [--adapter CHECKPOINT_DIR]
+    python3 -m benchmarks.bench_vllm_sampling --work /tmp/gc --out $OUT [--adapter CHECKPOINT_DIR]
 
 A request with its own `seed` gets its own torch.Generator in vLLM's sampler, which then leaves its
 batched top-k/top-p path for a loop over the seeded requests (vllm/v1/sample/ops/topk_topp_sampler.py).
@@ -18,16 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from opsd_sweep import random_world  # noqa: E402
-from opsd_sweep.train.rollout_vllm import _set_launcher_env  # noqa: E402
+from opsd_sweep import random_world
+from opsd_sweep.train.rollout_vllm import _set_launcher_env
 
 SHAPES = ((32, 1024), (256, 256))  # (requests, tokens each): the rollout's step, an eval-like batch
 

@@ -3,9 +3,9 @@ engine, tensor parallel over both GPUs, enforce_eager) vs ours (one engine per G
 through opsd_sweep.evaluate.runner.run_plan), same GPUs, same 30 problems x 12 samples, same lengths.
 
     export PYTHONPATH=/tmp/site:$PWD/src NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-    python3 benchmarks/bench_vllm_tp_dp.py --config ours --work /tmp/tpdp --out $OUT
-    python3 benchmarks/bench_vllm_tp_dp.py --config published --time-limit 480 --work /tmp/tpdp --out $OUT
-    .venv/bin/python benchmarks/bench_vllm_tp_dp.py --tiny --work /tmp/tpdp-tiny --out /tmp/tpdp-tiny  # CPU
+    python3 -m benchmarks.bench_vllm_tp_dp --config ours --work /tmp/tpdp --out $OUT
+    python3 -m benchmarks.bench_vllm_tp_dp --config published --time-limit 480 --work /tmp/tpdp --out $OUT
+    .venv/bin/python -m benchmarks.bench_vllm_tp_dp --tiny --work /tmp/tpdp-tiny --out /tmp/tpdp-tiny  # CPU
 
 The first call builds a randomly initialised Qwen3-1.7B-shaped model (max_position_embeddings 40960) with
 an offline tokenizer under --work; later calls reuse it. Completion lengths: --lengths (length_model.py:
@@ -31,16 +31,12 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-import length_model  # noqa: E402
+from benchmarks import length_model
 from opsd_sweep.evaluate.generate import EngineSpec, Job, Sampling, Shard
 from opsd_sweep.evaluate.shards import derive_seed
 from opsd_sweep.run.rundir import atomic_write_text
@@ -284,7 +280,7 @@ def main() -> None:
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     work, out = Path(args.work), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from bench_vllm_eval import build_assets
+    from benchmarks.bench_vllm_eval import build_assets
 
     started = time.monotonic()
     model_dir, _, problems = build_assets(work, args.tiny, max_positions=MAX_MODEL_LEN)

@@ -1,7 +1,7 @@
 """The eval engine's step cost, fitted to a traced eval, and what it projects (issues 23 and 39).
 
-    python3 benchmarks/eval_step_model.py benchmarks/measured/aime_sized_eval_2026-12-03_auto_without_adapter.json
-    python3 benchmarks/eval_step_model.py RECORD.json --project-requests 360 --out FIT.json   # a traced part
+    python3 -m benchmarks.eval_step_model benchmarks/measured/aime_sized_eval_2026-12-03_auto_without_adapter.json
+    python3 -m benchmarks.eval_step_model RECORD.json --project-requests 360 --out FIT.json   # a traced part
 
 An AIME24-sized eval decodes as many engine steps as its longest sample has tokens; a step costs a part paid
 once a step (weights, launches) and the KV cache every sequence in it reads. This fits step seconds =
@@ -25,17 +25,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import deque
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import length_model  # noqa: E402
-from bench_vllm_tp_dp import PROMPT_TOKENS, decode_schedule  # noqa: E402
-from eval_trace import SEQUENCE_BANDS  # noqa: E402
+from benchmarks import length_model
+from benchmarks.bench_vllm_tp_dp import PROMPT_TOKENS, decode_schedule
+from benchmarks.eval_trace import SEQUENCE_BANDS
 
 KV_BYTES_PER_TOKEN = 28 * 8 * 128 * 2 * 2  # Qwen3-1.7B: layers x KV heads x head dim x (K, V) x bf16
 BLOCK_SIZE = 16  # vLLM's KV-cache block, in tokens

@@ -3,7 +3,7 @@
 An eval at thinking lengths spends its last minutes on a few long samples. Whether a step then costs what
 its KV bytes cost, or a fixed latency the bytes do not set, decides the lever (an FP8 KV cache, another
 attention kernel, merged weights, other work beside the tail), so every engine step is timed with the
-requests still in the engine. `python3 benchmarks/eval_trace.py RECORD.json` plots a record's timeline.
+requests still in the engine. `python3 -m benchmarks.eval_trace RECORD.json` plots a record's timeline.
 """
 
 from __future__ import annotations

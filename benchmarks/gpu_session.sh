@@ -40,12 +40,12 @@ done
 for name in "${steps[@]}"; do
     case $name in
         gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
-        eval_part) step eval_part python3 benchmarks/bench_cycle.py --work /tmp/be --out "$OUT/eval_part" --eval-only \
+        eval_part) step eval_part python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/eval_part" --eval-only \
                        --adapter init --eval-problems 8 --lengths published --length-seed "${LENGTH_SEED:-1}" \
                        --time-limit "${TIME_LIMIT:-840}" ;;
-        shared_tail) step shared_tail python3 benchmarks/bench_shared_tail.py --work /tmp/be --out "$OUT/shared_tail" \
+        shared_tail) step shared_tail python3 -m benchmarks.bench_shared_tail --work /tmp/be --out "$OUT/shared_tail" \
                          --checkpoints 2 ;;
-        eval_default) step eval_default python3 benchmarks/bench_cycle.py --work /tmp/be --out "$OUT/eval_default" \
+        eval_default) step eval_default python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/eval_default" \
                           --eval-only ;;
     esac
 done

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def test_the_cycle_benchmark_measures_a_tiny_sweep_from_its_records(tmp_path, tiny_cache):
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "work"), "--tiny",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path / "work"), "--tiny",
                            "--cache-dir", str(tiny_cache), "--steps", "2", "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -39,17 +39,17 @@ def test_the_cycle_benchmark_measures_a_tiny_sweep_from_its_records(tmp_path, ti
 
 
 def test_the_cycle_benchmark_refuses_a_sweep_too_short_to_measure(tmp_path):
-    done = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--tiny",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path), "--tiny",
                            "--cycles", "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "give >= 3 cycles" in done.stderr
 
 
 def test_the_cycle_benchmark_refuses_an_fp8_eval_it_cannot_run_or_a_record_of_another_evaluator(tmp_path):
-    tiny = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--tiny",
+    tiny = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path), "--tiny",
                            "--eval-kv-cache", "fp8"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert tiny.returncode == 2 and "--tiny --eval-kv-cache fp8" in tiny.stderr and "hf" in tiny.stderr
     bf16_record = REPO / "benchmarks/measured/aime_sized_eval_2026-12-02_max_num_seqs512.json"  # no kv_cache_dtype: auto
-    mixed = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--eval-kv-cache",
+    mixed = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path), "--eval-kv-cache",
                             "fp8", "--eval-from", str(bf16_record)], cwd=REPO, capture_output=True, text=True,
                            timeout=120)
     assert mixed.returncode == 2 and "kv_cache_dtype auto, not --eval-kv-cache fp8" in mixed.stderr
@@ -57,7 +57,7 @@ def test_the_cycle_benchmark_refuses_an_fp8_eval_it_cannot_run_or_a_record_of_an
 
 def test_the_eval_only_benchmark_refuses_options_of_part_1(tmp_path):
     for part_1 in (["--tiny"], ["--skip-eval"]):
-        done = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path), "--eval-only",
+        done = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path), "--eval-only",
                                *part_1], cwd=REPO, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and "--eval-only measures part 2 on a GPU" in done.stderr, part_1
     assert not list(tmp_path.iterdir())  # refused before anything is built

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.benchmarks.conftest import load_benchmark
-
-bench = load_benchmark("bench_read_results")
+from benchmarks import bench_read_results as bench
 
 
 def test_the_benchmark_prints_its_table_and_writes_a_sane_record(tmp_path, capsys):

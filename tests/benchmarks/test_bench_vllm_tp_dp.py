@@ -8,10 +8,8 @@ import statistics
 
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
-
-bench = load_benchmark("bench_vllm_tp_dp")
-lengths = load_benchmark("length_model")
+from benchmarks import bench_vllm_tp_dp as bench
+from benchmarks import length_model as lengths
 
 
 def test_the_short_probe_is_reproducible_clipped_and_averages_near_5000():

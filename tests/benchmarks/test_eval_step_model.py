@@ -10,10 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
+from benchmarks import eval_step_model as model
 from tests.conftest import REPO
 
-model = load_benchmark("eval_step_model")
 RECORD = REPO / "benchmarks/measured/aime_sized_eval_2026-12-03_auto_without_adapter.json"
 
 
@@ -56,7 +55,7 @@ def test_sharing_an_engine_saves_only_the_per_step_part():
 
 def test_the_measured_trace_is_replayed_step_for_step_and_a_wrong_seed_is_refused(tmp_path):
     out = tmp_path / "model.json"
-    done = subprocess.run([sys.executable, "benchmarks/eval_step_model.py", str(RECORD), "--copies", "1", "2",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.eval_step_model", str(RECORD), "--copies", "1", "2",
                            "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     figures = json.loads(out.read_text())
@@ -67,6 +66,6 @@ def test_the_measured_trace_is_replayed_step_for_step_and_a_wrong_seed_is_refuse
     assert one["projected_s"] == pytest.approx(json.loads(RECORD.read_text())["generation_s"], rel=0.02)
     assert one["ratio"] == 1.0 and "PROJECTION" in done.stdout and two["ratio"] < 1.0
 
-    wrong = subprocess.run([sys.executable, "benchmarks/eval_step_model.py", str(RECORD), "--length-seed", "1"],
+    wrong = subprocess.run([sys.executable, "-m", "benchmarks.eval_step_model", str(RECORD), "--length-seed", "1"],
                            cwd=REPO, capture_output=True, text=True, timeout=300)
     assert wrong.returncode != 0 and "pass the seed its command used" in wrong.stderr

@@ -8,10 +8,8 @@ import subprocess
 import sys
 from argparse import Namespace
 
-from tests.benchmarks.conftest import load_benchmark
+from benchmarks import bench_cycle, eval_trace
 from tests.conftest import REPO
-
-eval_trace, bench_cycle = load_benchmark("eval_trace"), load_benchmark("bench_cycle")
 
 
 def crowded_then_tail():
@@ -58,31 +56,31 @@ def test_a_record_with_a_trace_is_plotted_and_one_without_is_refused_by_name(tmp
               "adapter": "LoRARequest", "engine_steps": eval_trace.summarize_steps(crowded_then_tail(), 256)}
     path = tmp_path / "aime_sized_eval_2026-12-03_auto.json"
     path.write_text(json.dumps(record))
-    done = subprocess.run([sys.executable, "benchmarks/eval_trace.py", str(path)], cwd=REPO, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.eval_trace", str(path)], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     png = path.with_suffix(".png")
     assert done.stdout.strip() == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     old = REPO / "benchmarks/measured/aime_sized_eval_2026-12-03_fp8.json"  # recorded before the trace existed
-    refused = subprocess.run([sys.executable, "benchmarks/eval_trace.py", str(old), "--out", str(tmp_path / "x.png")],
+    refused = subprocess.run([sys.executable, "-m", "benchmarks.eval_trace", str(old), "--out", str(tmp_path / "x.png")],
                              cwd=REPO, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1 and "has no engine_steps" in refused.stderr and old.name in refused.stderr
 
 
 def test_the_cycle_benchmark_keeps_its_probes_to_part_2_alone(tmp_path):
-    probe = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path),
+    probe = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path),
                             "--eval-without-adapter"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert probe.returncode == 2 and "probes of part 2 alone: add --eval-only" in probe.stderr
     record = tmp_path / "aime_sized_eval_probe.json"
     record.write_text(json.dumps({"generation_s": 400.0, "kv_cache_dtype": "auto", "attention_backend": "FLASHINFER",
                                   "adapter": "LoRARequest"}))
-    projected = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "w"),
+    projected = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path / "w"),
                                 "--eval-from", str(record)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert projected.returncode == 2 and "is a probe of part 2" in projected.stderr and "FLASHINFER" in projected.stderr
     assert not (tmp_path / "w").exists()  # refused before anything is built
     lost = tmp_path / "bench_cycle_lost.json"  # part 1's record, written before a part 2 that never finished
     lost.write_text(json.dumps({"steady_step_s": 5.3, "aime_eval": "not finished"}))
-    unfinished = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "w"),
+    unfinished = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path / "w"),
                                  "--eval-from", str(lost)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert unfinished.returncode == 2 and "its part 2 is 'not finished'" in unfinished.stderr
 
@@ -119,7 +117,7 @@ def test_a_probe_setting_wins_over_the_evaluators_own(monkeypatch):
 
 
 def test_the_shared_tail_probe_needs_two_checkpoints_or_more(tmp_path):
-    one = subprocess.run([sys.executable, "benchmarks/bench_shared_tail.py", "--work", str(tmp_path / "w"),
+    one = subprocess.run([sys.executable, "-m", "benchmarks.bench_shared_tail", "--work", str(tmp_path / "w"),
                           "--checkpoints", "1"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert one.returncode == 2 and "one checkpoint alone is bench_cycle.py --eval-only" in one.stderr
     assert not (tmp_path / "w").exists()  # refused before anything is built

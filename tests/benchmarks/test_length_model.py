@@ -9,12 +9,9 @@ import statistics
 import numpy as np
 import pytest
 
-from tests.benchmarks.conftest import load_benchmark
-
-lm = load_benchmark("length_model")
-model = load_benchmark("eval_step_model")
-eval_trace = load_benchmark("eval_trace")
-bench_cycle = load_benchmark("bench_cycle")
+from benchmarks import bench_cycle, eval_trace
+from benchmarks import eval_step_model as model
+from benchmarks import length_model as lm
 
 QWEN3_1_7B = {"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
               "hidden_size": 2048, "torch_dtype": "bfloat16"}
@@ -224,11 +221,11 @@ def test_the_cycle_benchmark_takes_a_short_eval_record_only_as_the_short_probe(t
     from tests.conftest import REPO
 
     short_record = REPO / "benchmarks/measured/aime_sized_eval_2026-12-02_max_num_seqs512.json"
-    done = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "w"), "--eval-from",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path / "w"), "--eval-from",
                            str(short_record)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "forced to the short length model" in done.stderr
     assert not (tmp_path / "w").exists()
-    bad = subprocess.run([sys.executable, "benchmarks/bench_cycle.py", "--work", str(tmp_path / "w"), "--lengths",
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path / "w"), "--lengths",
                           "long"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "published, short or sweep:RESULTS_DIR" in bad.stderr
 

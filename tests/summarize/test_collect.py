@@ -12,7 +12,7 @@ import pytest
 from opsd_sweep.summarize.collect import collect, read_external
 from opsd_sweep.evaluate.metrics import pass_at_k
 from opsd_sweep.inference import stats
-from tests.summarize.rundirs import base_run, draw_correct, write_run
+from benchmarks.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.linspace(-2.5, 2.5, 10)
 

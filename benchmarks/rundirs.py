@@ -1,4 +1,5 @@
-"""Write run dirs per the run-dir contract (config.yaml, status.json, train/metrics.jsonl, eval/eval.json).
+"""Hand-built run dirs per the run-dir contract (config.yaml, status.json, train/metrics.jsonl, eval/eval.json),
+for the summary's tests and bench_read_results.
 
 Configs come from the real conf/ (composed and validated), eval.json metrics from the real evaluator's
 `compute_metrics`, so the analysis reads exactly what a sweep writes. Correctness is drawn from a
@@ -15,17 +16,17 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
-from opsd_sweep.config import RunConfig, load_run_config, to_dict
-from opsd_sweep.run.keys import semantic_dict
+from benchmarks.run_config import composed_run_config
+from opsd_sweep.config import RunConfig, to_dict
 from opsd_sweep.evaluate.metrics import compute_metrics
-from opsd_sweep.run.keys import run_key, run_slug
+from opsd_sweep.run.keys import run_key, run_slug, semantic_dict
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text
-from tests.conftest import compose
 
 
 @lru_cache(maxsize=1)
 def base_run() -> RunConfig:
-    return load_run_config(compose())
+    """The default run config (conf/ with no overrides)."""
+    return composed_run_config([])
 
 
 def draw_correct(rng: np.random.Generator, difficulty: np.ndarray, shift: float, k: int) -> np.ndarray:
