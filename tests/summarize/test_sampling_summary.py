@@ -1,0 +1,56 @@
+"""The summary says which K each run used and why (summarize/sampling.py over runs.csv's sampling columns), and
+runs of different K and per-problem counts get their eval-sampling variance at their own K and counts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from opsd_sweep.config import load_run_config
+from opsd_sweep.cycle import locate_run, run_cycle
+from opsd_sweep.inference.design import stratified_score
+from opsd_sweep.summarize.collect import collect
+from opsd_sweep.summarize.sampling import sampling_lines
+from tests.conftest import compose
+
+
+def sweep(results, group: str, seeds, *extra: str) -> list:
+    runs = [load_run_config(compose(["executor=simulate", f"results_root={results}", f"group={group}",
+                                     f"seed={seed}", *extra])) for seed in seeds]
+    for run in runs:
+        assert run_cycle(run)["state"] == "done"
+    return runs
+
+
+def test_each_runs_k_and_reason_reach_runs_csv_and_the_summary(tmp_path):
+    runs = sweep(tmp_path, "auto", range(1, 6), "eval.n_samples=auto", "eval.auto_k.min_runs=3",
+                 "simulate.train_gpu_hours=0.15", "eval.allocation=neyman")
+    table = collect([str(tmp_path / "auto")]).runs.set_index("run_id")
+    for run in runs:
+        run_id, run_dir = locate_run(run)
+        evaluation = json.loads(run_dir.eval_json.read_text())
+        row = table.loc[run_id]
+        assert row["k_source"] == "auto" and row["n_samples"] == evaluation["n_samples"]
+        assert row["k_reason"] == evaluation["k_choice"]["reason"]
+        assert row["allocation"] == evaluation["allocation"]["kind"]
+        sizes = [len(p["samples"]) for p in evaluation["problems"]]
+        assert (row["samples_min"], row["samples_max"]) == (min(sizes), max(sizes))
+        correct = [sum(s["correct"] for s in p["samples"]) for p in evaluation["problems"]]
+        assert row["eval_var"] == pytest.approx(1e4 * stratified_score(np.array(correct), np.array(sizes)).eval_var)
+    assert set(table["allocation"]) == {"uniform", "neyman"}  # the first run had no pilot
+    lines = sampling_lines(table.reset_index())
+    text = "\n".join(lines)
+    assert lines[0] == "## Samples per problem" and len([line for line in lines if line.startswith("| lr=")]) == 5
+    for reason in table["k_reason"]:
+        assert reason in text
+    assert "no pilot yet" in text and "eval.auto_k.first = 4" in text
+
+
+def test_declared_k_is_one_sentence(tmp_path):
+    sweep(tmp_path, "plain", (1, 2), "eval.n_samples=12")
+    sweep(tmp_path, "plain", (3,), "eval.n_samples=8")
+    table = collect([str(tmp_path / "plain")]).runs
+    assert set(table["k_reason"]) == {"declared eval.n_samples=12", "declared eval.n_samples=8"}
+    assert sampling_lines(table) == ["Samples per problem: K = 8, 12 of every problem, as declared (eval.n_samples)."]
