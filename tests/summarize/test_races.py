@@ -183,12 +183,18 @@ def test_tables_of_a_hand_built_log(small_log):
         [0, "a", 55.0], [0, "b", 50.0], [0, "c", 49.0], [0, "e", 50.2], [1, "a", 57.0], [1, "b", 50.5],
         [1, "c", 48.0]]
     assert race.totals == {"runs": 7, "done": 5, "collapsed": 0, "failed": 2, "confirm_runs": 1, "gpu_hours": 15.0,
-                           "simulated": 0, "grid_runs": 25}
+                           "simulated": 0, "grid_runs": 25,
+                           "by_config": {"a": {"runs": 2, "gpu_hours": 4.0}, "b": {"runs": 1, "gpu_hours": 2.0},
+                                         "c": {"runs": 1, "gpu_hours": 3.0}, "e": {"runs": 1, "gpu_hours": 2.0},
+                                         "d": {"runs": 2, "gpu_hours": 4.0}}}
     line = outcome_line(race)
     assert "stopped after round 1 (decided" in line and "winner a (confirmation: 1 fresh seeds, mean 54.00)" in line
     assert "final verdict: better; 3 left the race; 7 runs (2 failed), 15.0 GPU-hours" in line
     section = "\n".join(report_race_section(race, None))
     assert "cannot beat the baseline by futility_effect = 2.0 points" in section
+    spent = table_rows(section, "config", "runs")  # GPU-hours per config beside its runs, failed ones included
+    assert spent["a"] == ["a", "2", "4.00"] and spent["d"] == ["d", "2", "4.00"] and spent["total"] == ["total", "7",
+                                                                                                          "15.00"]
     left = table_rows(section, "config", "round")
     assert left["e"][:3] == ["e", "0", "futile"] and left["c"][2] == "eliminated" and left["d"][2] == "dropped"
 

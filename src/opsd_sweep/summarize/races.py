@@ -36,7 +36,7 @@ class Race:
     final: pd.DataFrame  # FINAL_COLUMNS, one row per config live at the stop
     eliminations: pd.DataFrame  # ELIMINATION_COLUMNS: configs eliminated (worse than the best), futile or dropped
     timeline: pd.DataFrame  # TIMELINE_COLUMNS: every race-phase assessment, for the progress plot
-    totals: dict  # runs, done, collapsed, failed, confirm_runs, gpu_hours, simulated, grid_runs
+    totals: dict  # runs, done, collapsed, failed, confirm_runs, gpu_hours, by_config, simulated, grid_runs
     baseline_dirs: frozenset[str]  # resolved run dirs of the declared in-sweep baseline's runs
     run_dirs: dict[str, list[str]] = field(default_factory=dict)  # config -> its runs' dirs (collapse lines)
 
@@ -159,15 +159,21 @@ def timeline_table(decisions: list[dict], metric: str) -> pd.DataFrame:
 
 
 def run_totals(records: list[dict], header: dict, simulated_dirs: frozenset[str] = frozenset()) -> dict:
-    """Runs done, stopped at their collapse and failed, runs of the confirmation, GPU-hours spent, simulated
-    runs, and the runs a fixed grid of every config at max_seeds would have taken (for scale)."""
+    """Runs done, stopped at their collapse and failed, runs of the confirmation, GPU-hours spent (the runs' own
+    gpu_hours, in total and per config: by_config = {config: {runs, gpu_hours}}), simulated runs, and the runs a
+    fixed grid of every config at max_seeds would have taken (for scale)."""
     runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r.get("type") == "run"}
     done = [r for r in runs.values() if r["state"] == "done"]
     simulated = sum(r.get("run_dir") is not None and str(Path(r["run_dir"]).resolve()) in simulated_dirs
                     for r in done)
     max_seeds = (header.get("settings") or {}).get("max_seeds")
     collapsed = sum(r["state"] == "collapsed" for r in runs.values())
-    return {"runs": len(runs), "done": len(done), "collapsed": collapsed,
+    by_config: dict[str, dict] = {}
+    for r in runs.values():
+        mine = by_config.setdefault(r["config"], {"runs": 0, "gpu_hours": 0.0})
+        mine["runs"] += 1
+        mine["gpu_hours"] += float(r.get("gpu_hours") or 0.0)
+    return {"runs": len(runs), "done": len(done), "collapsed": collapsed, "by_config": by_config,
             "failed": len(runs) - len(done) - collapsed,
             "confirm_runs": sum(r["phase"] == "confirm" for r in runs.values()),
             "gpu_hours": float(sum(r.get("gpu_hours") or 0.0 for r in runs.values())),

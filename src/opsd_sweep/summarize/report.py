@@ -311,6 +311,8 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
                  f"significantly worse than the round's best (Holm p ≤ {st.get('eliminate_alpha')}) gets no more seeds."
                  + (f" Nor does one that cannot beat the baseline by futility_effect = {st['futility_effect']} points "
                     "(futile; it stays in the Holm family of the claims)." if st.get("futility_effect") else "")
+                 + (" Declared pairing=seed: configs were compared by paired differences over the seeds both ran, "
+                    "and the baseline ran the confirmation seeds too." if st.get("pairing") == "seed" else "")
                  + (f" Restarted with changed settings {race.resumes} time(s) (see the log's resume records)."
                     if race.resumes else ""))
     if race.stop is None:
@@ -355,7 +357,12 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
     grid = f"; every config at max_seeds would be {t['grid_runs']} runs without confirmation" if t["grid_runs"] else ""
     lines += ["", f"Spent: {t['runs']} runs ({t['done']} done, {t['collapsed']} stopped at a collapse, "
                   f"{t['failed']} failed, {t['confirm_runs']} in the confirmation), {t['gpu_hours']:.1f} "
-                  f"GPU-hours{grid}.",
+                  f"GPU-hours{grid}. Per config (every run it took, failed ones included; each run's own "
+                  "GPU-hours):", "",
+              markdown_table(["config", "runs", "GPU-hours"],
+                             [[config + mark, str(c["runs"]), f"{c['gpu_hours']:.2f}"]
+                              for config, c in t["by_config"].items()]
+                             + [["total", str(t["runs"]), f"{t['gpu_hours']:.2f}"]]),
               "", "These are the race's own decisions, as logged. The Verdicts table above re-analyses every run, "
                   "eliminated configs included, with the summary's settings, so its numbers can differ."]
     if plot is not None:
