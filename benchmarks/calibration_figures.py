@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import numpy as np
@@ -95,4 +96,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # no options: the parser only answers --help (and refuses a stray argument) before minutes of sweeps
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

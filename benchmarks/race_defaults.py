@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from benchmarks.bench_race import REPORT_SEED, SDS, race_stats, settings_of
 
 FIXED_GRID_RUNS = {2.0: 108, 3.0: 180, 4.0: 294}      # 6 configs x R* (bench_race's fixed-grid part)
@@ -30,4 +32,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # no options: the parser only answers --help (and refuses a stray argument) before minutes of sweeps
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()
