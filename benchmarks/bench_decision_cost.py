@@ -10,7 +10,7 @@ Designs (benchmarks.decision_designs), each on the SAME simulated sweeps (common
   race_k12                   the race (opsd_sweep.race, the sweeper's settings) at K = 12
   race_kauto                 + K0 = 4 for the first round, then the cost-optimal K from the pool
   race_kauto_alloc           + a cost-aware Neyman allocation from the baseline's first runs (floor 2)
-  race_kauto_alloc_paired0   + paired seeds, analysed by paired differences; seed correlation 0
+  race_kauto_alloc_paired0   + paired seeds (the race's pairing: seed); simulated seed correlation 0
   race_kauto_alloc_paired05  the same at a seed correlation of 0.5
 A race's max_seeds is the smallest of bench_race's MAX_SEEDS reaching 80% power on TUNING sweeps (as the
 fixed grid's seeds); every figure is then measured on fresh REPORT sweeps. What-if rows reprice the best design
@@ -30,13 +30,12 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from tqdm import tqdm
 
 from benchmarks.bench_race import GRIDS, MAX_SEEDS, settings_of
-from benchmarks.decision_designs import Outcome, SamplePolicy, fixed_grid, paired_race, race
+from benchmarks.decision_designs import Outcome, SamplePolicy, fixed_grid, race
 from benchmarks.decision_model import MEASURED, Sweep, World, check_published_eval, default_world, measured_cost_model
 
 TUNE_SEED, REPORT_SEED = 40_401, 40_402
@@ -49,25 +48,22 @@ DESIGN_NAMES = ("fixed_k12", "race_k12", "race_kauto", "race_kauto_alloc", "race
 
 @dataclass(frozen=True)
 class Design:
-    run: Callable  # (sweep, policy, settings or seeds) -> Outcome
     policy: SamplePolicy
     rho: float = 0.0  # the simulated seed correlation between configs
+    pairing: str = "none"  # the race's pairing setting
     world: World | None = None  # None: the benchmark's world
     note: str = ""
-
-    @property
-    def fixed(self) -> bool:
-        return self.run is fixed_grid
+    fixed: bool = False  # a fixed grid (seeds per config chosen for power) instead of the race
 
 
 AUTO, AUTO_ALLOC = SamplePolicy(k=None), SamplePolicy(k=None, allocate=True)
 DESIGNS = {
-    "fixed_k12": Design(fixed_grid, SamplePolicy(k=12)),
-    "race_k12": Design(race, SamplePolicy(k=12)),
-    "race_kauto": Design(race, AUTO),
-    "race_kauto_alloc": Design(race, AUTO_ALLOC),
-    "race_kauto_alloc_paired0": Design(paired_race, AUTO_ALLOC, 0.0),
-    "race_kauto_alloc_paired05": Design(paired_race, AUTO_ALLOC, 0.5),
+    "fixed_k12": Design(SamplePolicy(k=12), fixed=True),
+    "race_k12": Design(SamplePolicy(k=12)),
+    "race_kauto": Design(AUTO),
+    "race_kauto_alloc": Design(AUTO_ALLOC),
+    "race_kauto_alloc_paired0": Design(AUTO_ALLOC, 0.0, "seed"),
+    "race_kauto_alloc_paired05": Design(AUTO_ALLOC, 0.5, "seed"),
 }
 
 
@@ -77,10 +73,11 @@ def what_if_designs(run_sd: float) -> dict[str, Design]:
     fp8_half_train = default_world(run_sd, measured_cost_model(train_s=measured_cost_model().train_s / 2,
                                                                kv_factor=0.5))
     return {
-        "race_kauto_alloc_paired05_fp8kv": Design(paired_race, AUTO_ALLOC, 0.5, fp8, "FP8 KV cache: half the KV part"),
-        "race_kauto_alloc_paired05_fp8kv_train_half": Design(paired_race, AUTO_ALLOC, 0.5, fp8_half_train,
+        "race_kauto_alloc_paired05_fp8kv": Design(AUTO_ALLOC, 0.5, "seed", fp8,
+                                                  "FP8 KV cache: half the KV part"),
+        "race_kauto_alloc_paired05_fp8kv_train_half": Design(AUTO_ALLOC, 0.5, "seed", fp8_half_train,
                                                              "+ training at half the GPU-seconds (50 steps, or 2x step)"),
-        "race_kauto_alloc_paired08_fp8kv_train_half": Design(paired_race, AUTO_ALLOC, 0.8, fp8_half_train,
+        "race_kauto_alloc_paired08_fp8kv_train_half": Design(AUTO_ALLOC, 0.8, "seed", fp8_half_train,
                                                              "+ a seed correlation of 0.8"),
     }
 
@@ -95,11 +92,11 @@ def outcomes(design: Design, world: World, grid: str, n: int, seed: int, knob: i
     """The design on n sweeps of `grid` (the same n sweeps for any design and knob: common random numbers).
     knob: seeds per config (fixed grid) or max_seeds (race)."""
     world = design.world or world
-    arg = knob if design.fixed else settings_of(RACE_DEFAULTS, knob)
     if design.fixed:
         return [fixed_grid(s, design.policy, knob, settings_of(RACE_DEFAULTS, MAX_SEEDS[-1]))
                 for s in sweeps(world, grid, n, seed, design.rho)]
-    return [design.run(s, design.policy, arg) for s in sweeps(world, grid, n, seed, design.rho)]
+    settings = settings_of(RACE_DEFAULTS | {"pairing": design.pairing}, knob)
+    return [race(s, design.policy, settings) for s in sweeps(world, grid, n, seed, design.rho)]
 
 
 def power_of(results: list[Outcome]) -> float:
@@ -137,7 +134,7 @@ def measure(name: str, design: Design, world: World, tune_n: int, report_n: int,
             "fw_se": round(se(fw, equal_n), 4), "gpu_hours_se": round(float(np.std(gpu_h) / math.sqrt(report_n)), 2),
             "gpu_hours_all_equal": round(float(np.mean([o.gpu_seconds / 3600 for o in null])), 2),
             ("seeds_per_config" if design.fixed else "max_seeds"): knob,
-            "mean_k": round(float(np.mean(ks)), 2), "seed_correlation": design.rho,
+            "mean_k": round(float(np.mean(ks)), 2), "seed_correlation": design.rho, "pairing": design.pairing,
             **({"note": design.note} if design.note else {}),
             **({"cost_model": (design.world or world).cost.describe()} if design.world else {})}
 
@@ -169,7 +166,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write the record (default benchmarks/measured/decision_cost_<date>.json)")
     args = parser.parse_args(argv)
-    tune_n, report_n, equal_n = (12, 16, 16) if args.quick else (200, 400, 600)
+    tune_n, report_n, equal_n = (12, 16, 16) if args.quick else (150, 400, 500)
     world = default_world(args.run_sd)
     started = time.time()
     print(f"world: train SD {world.train_sd:.2f} + eval SD {math.sqrt(world.difficulty.eval_var(world.base_score, 12)):.2f}"

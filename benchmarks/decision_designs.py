@@ -14,11 +14,9 @@ How a run's eval spends samples (`SamplePolicy`, carried out per sweep by `Plann
 
 How runs become a decision:
 - `fixed_grid`: R seeds of every config, Holm vs the baseline at alpha (race.policy.assess, as bench_race);
-- `race`: opsd_sweep.race's policy (driver.run_race), the sweeper's settings;
-- `paired_race`: the race's rounds, seeds and stops, with every comparison a paired difference by seed
-  (inference.design.paired_difference, n - 1 df, Holm) and the winner's confirmation seeds run by the baseline
-  too. opsd_sweep.race has no `pairing` setting yet, so the paired analysis lives here; it leaves out the
-  race's precision stop (a per-config CI half-width, which a paired design has no use for).
+- `race`: opsd_sweep.race's policy (driver.run_race), the sweeper's settings; paired seeds are the race's own
+  `pairing: seed` (comparisons by paired differences over common seeds, the baseline runs the winner's
+  confirmation seeds too).
 """
 
 from __future__ import annotations
@@ -29,9 +27,7 @@ from typing import Optional
 import numpy as np
 
 from benchmarks.decision_model import Sweep
-from opsd_sweep.inference.design import (choose_k, neyman_allocation, paired_difference, shrunk_rates,
-                                         stratified_score)
-from opsd_sweep.inference.stats import holm
+from opsd_sweep.inference.design import choose_k, neyman_allocation, shrunk_rates, stratified_score
 from opsd_sweep.race import RaceSettings, RaceSpec, RunResult, run_race
 from opsd_sweep.race.compare import ConfigSummary
 from opsd_sweep.race.policy import assess
@@ -229,49 +225,3 @@ def race(sweep: Sweep, policy: SamplePolicy, settings: RaceSettings) -> Outcome:
     finals: list[dict] = []
     run_race(spec, execute, emit=lambda r: finals.append(r) if r.get("phase") == "final" else None)
     return outcome(planner, {configs.index(r["config"]) for r in finals if r["action"] == "better"})
-
-
-def paired_race(sweep: Sweep, policy: SamplePolicy, settings: RaceSettings) -> Outcome:
-    """The race with paired comparisons by seed (module docstring). Every config runs seeds 1, 2, ... so any two
-    share their first seeds; the winner's confirmation seeds are run by the baseline too."""
-    s = settings
-    planner = Planner(policy, sweep)
-    scores: dict[int, dict[int, float]] = {c: {} for c in range(sweep.grid.size)}
-
-    def run_missing(configs, seeds):
-        todo = [(c, seed) for c in configs for seed in seeds if seed not in scores[c]]
-        if todo:
-            plan = planner.plan()
-            for c, seed in todo:
-                scores[c][seed] = planner.run(c, seed, plan).score
-
-    def versus(a: int, b: int, level: float):
-        common = sorted(set(scores[a]) & set(scores[b]))
-        return paired_difference([scores[a][x] for x in common], [scores[b][x] for x in common], level)
-
-    def holm_vs(ref: int, configs: list[int], level: float) -> dict[int, tuple[float, float]]:
-        """config -> (delta vs ref, Holm-adjusted p) over `configs` (ref left out)."""
-        others = [c for c in configs if c != ref]
-        comparisons = [versus(c, ref, level) for c in others]
-        return dict(zip(others, zip([c.delta for c in comparisons], holm([c.p for c in comparisons]))))
-
-    live, n, decided = list(range(sweep.grid.size)), s.min_seeds, False
-    while True:
-        run_missing(live, range(s.first_seed, s.first_seed + n))
-        best = max(live, key=lambda c: np.mean(list(scores[c].values())))
-        for c, (delta, p) in holm_vs(best, [c for c in live if c != BASELINE], 1 - s.alpha).items():
-            if delta < 0 and p <= s.eliminate_alpha:
-                live.remove(c)
-        vs_base = holm_vs(BASELINE, live, 1 - s.alpha)
-        if best != BASELINE and vs_base[best][0] > 0 and vs_base[best][1] <= s.stop_alpha:
-            decided = True
-        decided = decided or len(live) == 1
-        if decided or n >= s.max_seeds:
-            break
-        n += s.seeds_per_round
-    if best != BASELINE and s.confirm_seeds > 0:
-        first = s.first_seed + n
-        run_missing([best, BASELINE], range(first, first + s.confirm_seeds))
-    level = s.alpha if decided else s.stop_alpha
-    claims = {c for c, (delta, p) in holm_vs(BASELINE, live, 1 - s.alpha).items() if delta > 0 and p <= level}
-    return outcome(planner, claims)

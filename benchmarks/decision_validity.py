@@ -6,8 +6,9 @@ World: benchmarks.decision_model (problems at 0 and 1, lengths tied to correctne
 Each sweep runs SEEDS seeds of six configs the way a race does (3 seeds of every config in one batch, then one
 seed of every config a batch, each batch planned from the runs before it: benchmarks.decision_designs.grid_runs).
 - Delta: every config minus the baseline on the "six" grid (true Delta 3, 0, 0, -8, -10 points): unpaired as the
-  race and summary compare (run scores, the SD pooled across the six configs, t with its df), paired as
-  inference.design.paired_difference (differences by seed, n - 1 df); 95% intervals. Coverage and bias pool
+  race and summary compare (run scores, the SD pooled across the six configs, t with its df), paired as the
+  race's and the summary's pairing: seed (inference.pairing.paired_by_seed: differences by seed, n - 1 df);
+  95% intervals. Coverage and bias pool
   the five comparisons.
 - FW: the "six-equal" grid, any config declared better (Holm over the five at 0.05, Delta > 0).
 
@@ -31,7 +32,7 @@ from tqdm import tqdm
 from benchmarks.bench_race import GRIDS
 from benchmarks.decision_designs import BASELINE, SamplePolicy, grid_runs
 from benchmarks.decision_model import MEASURED, Sweep, default_world
-from opsd_sweep.inference.design import paired_difference
+from opsd_sweep.inference.pairing import paired_by_seed
 from opsd_sweep.inference.stats import holm
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
 
@@ -65,7 +66,7 @@ ESTIMATORS = {
 def deltas(scores: dict[int, dict[int, float]], paired: bool) -> dict[int, object]:
     """config -> Comparison (config - baseline) at LEVEL."""
     if paired:
-        return {c: paired_difference(list(by_seed.values()), [scores[BASELINE][s] for s in by_seed], LEVEL)
+        return {c: paired_by_seed(by_seed, scores[BASELINE], LEVEL).comparison
                 for c, by_seed in scores.items() if c != BASELINE}
     summaries = {c: ConfigSummary(str(c), np.array(list(v.values()))) for c, v in scores.items()}
     pooled = Pooled.of(list(summaries.values()))
