@@ -219,8 +219,11 @@ def race(sweep: Sweep, policy: SamplePolicy, settings: RaceSettings) -> Outcome:
 
     def execute(requests):
         plan = planner.plan()
-        return [RunResult(q.config, q.seed, q.phase, "done", planner.run(configs.index(q.config), q.seed, plan).score,
-                          0.0) for q in requests]
+        results = []
+        for q in requests:
+            run = planner.run(configs.index(q.config), q.seed, plan)
+            results.append(RunResult(q.config, q.seed, q.phase, "done", run.score, planner.gpu_seconds(run) / 3600))
+        return results
 
     finals: list[dict] = []
     run_race(spec, execute, emit=lambda r: finals.append(r) if r.get("phase") == "final" else None)
