@@ -5,7 +5,7 @@
 
 Lengths: --lengths (length_model.py; default `published`, thinking-mode AIME24 at mean ~19,000; `short` is
 the old mean-5,000 probe). One checkpoint's eval at the short lengths spent ~40% of its time on its last few
-long samples, at 5-8 ms a step for a handful of sequences (BENCHMARKS.md, 2026-12-03). Checkpoints evaluated together in one engine (the saved
+long samples, at 5-8 ms a step for a handful of sequences (benchmarks/measured/2026-12-03_merged_eval_on_the_rollout_engine.md). Checkpoints evaluated together in one engine (the saved
 checkpoints of `eval.checkpoints=all`, or several cycles' final ones), each its own LoRARequest, would
 decode their tails side by side. This measures that: --checkpoints copies of bench_cycle.py's part 2 (360
 requests forced to --lengths, each copy its own length draw, --length-seed + copy) submitted at once
