@@ -132,3 +132,21 @@ def test_tiny_evaluations_allocate_from_the_groups_earlier_one_and_compare_on_co
     assert compared["common_samples_per_problem"] == {i: min(3, n) for i, n in counts.items()}
     assert compared["samples"] == sum(min(3, n) for n in counts.values())
     assert "the samples both drew" in compared["line"]
+
+
+# --- runs the race launches ----------------------------------------------------------------------
+
+def test_a_race_of_simulated_runs_plans_each_runs_samples(tmp_path, cache_dir):
+    from tests.conftest import run_sweep
+
+    proc = run_sweep(["-m", "hydra/sweeper=race", "executor=simulate", "group=race", "simulate.train_gpu_hours=0.15",
+                      "eval.n_samples=auto", "eval.allocation=neyman", "eval.auto_k.min_runs=3",
+                      "learning_rate=2e-6,5e-6", "hydra.sweeper.baseline='learning_rate=5e-6'",
+                      "hydra.sweeper.max_seeds=4", "hydra.sweeper.confirm_seeds=0"], tmp_path, cache_dir, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    evals = [json.loads(path.read_text()) for path in (tmp_path / "race").glob("*/eval/eval.json")]
+    assert len(evals) >= 6
+    assert all("k_choice" in e and "allocation" in e for e in evals)
+    assert any(e["allocation"]["kind"] == "neyman" for e in evals)
+    assert any(e["k_choice"]["pool_runs"] >= 3 and not e["k_choice"]["reason"].startswith("eval.auto_k.first")
+               for e in evals)
