@@ -101,6 +101,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny shapes, model.dtype=float32")
     args = parser.parse_args()
     work = Path(args.work)
+    Path(args.out).mkdir(parents=True, exist_ok=True)  # written only after minutes of generation
     started = time.monotonic()
     assets = build_assets(work, args.tiny)
     print(f"assets ready in {time.monotonic() - started:.1f}s", flush=True)
