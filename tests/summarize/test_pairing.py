@@ -25,7 +25,8 @@ def sweep(tmp_path_factory):
     rng = np.random.default_rng(1)
     for lr, (effect, seeds) in GRID.items():
         for seed in seeds:
-            correct = draw_correct(rng, DIFFICULTY, effect + SEED_SHIFT[seed] + rng.normal(0, 0.03), 48)  # K = 48: eval noise ~1 point
+            # K = 48 samples per problem: eval noise ~1 point, below the seed shift's ~8
+            correct = draw_correct(rng, DIFFICULTY, effect + SEED_SHIFT[seed] + rng.normal(0, 0.03), 48)
             write_run(root / "lr", learning_rate=lr, seed=seed, correct=correct, rng=rng)
     return root
 
