@@ -265,9 +265,11 @@ def pairing_advice(pairings: dict[str, SeedPairing], s: SummarySettings, psd: tu
                    ) -> dict:
     """The seed correlation pooled over the paired configs and, at the power SD, the seeds per config a paired
     design needs for target_effect against an unpaired one (design.seeds_needed_paired)."""
-    pooled_r = pooled_seed_correlation([p.correlation for p in pairings.values() if p.paired], s.level)
+    estimable = [p.correlation for p in pairings.values() if p.paired and p.correlation.n >= 4
+                 and p.correlation.r == p.correlation.r]  # the ones the Fisher-z pool takes
+    pooled_r = pooled_seed_correlation(estimable, s.level)
     advice = {"r": pooled_r.r, "low": pooled_r.low, "high": pooled_r.high, "pairs": pooled_r.n,
-              "configs": sum(p.paired for p in pairings.values()),
+              "configs": sum(p.paired for p in pairings.values()), "correlated_configs": len(estimable),
               "unpaired": sorted(label for label, p in pairings.items() if not p.paired)}
     if psd is not None and pooled_r.r == pooled_r.r:
         sd, known, source = psd

@@ -230,9 +230,10 @@ def pairing_statements(analysis: Analysis, s: SummarySettings) -> list[str]:
                    "and scores that vary).")
         return out
     out.append(f"Seed correlation of a config's and the baseline's run scores: r = {p['r']:.2f} "
-               f"[{_num(p['low'])}, {_num(p['high'])}] ({s.level:.0%} Fisher-z interval, pooled over "
-               f"{_configs(p['configs'])}, {p['pairs']} pairs; the configs share the baseline's runs, so the "
-               "interval is somewhat narrow). At r ≤ 0 pairing only costs degrees of freedom.")
+               f"[{_num(p['low'])}, {_num(p['high'])}] ({s.level:.0%} Fisher-z interval, pooled over the "
+               f"{_configs(p['correlated_configs'])} with ≥ 4 common seeds, {p['pairs']} pairs; the configs share the "
+               "baseline's runs, so the interval is somewhat narrow). At r ≤ 0 pairing only costs degrees of "
+               "freedom.")
     if "seeds_paired" in p:
         paired, unpaired = p["seeds_paired"], p["seeds_unpaired"]
         out.append(f"At the {p['sd_source']} of {p['sd']:.2f} points and r = {p['r']:.2f}, detecting +"
