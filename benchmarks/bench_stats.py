@@ -47,7 +47,8 @@ def runs_table(counts: np.ndarray) -> pd.DataFrame:
     eval_var = 1e4 * stats.eval_sampling_variance(counts / MODEL.n_samples, MODEL.n_samples)
     return pd.DataFrame({"label": np.repeat([f"c{i}" for i in range(configs)], runs), "avg_at_n": scores.ravel(),
                          "eval_var": eval_var.ravel(), "cfg.seed": np.tile(np.arange(runs), configs), "state": "done",
-                         "external": False, "simulated": False, "n_samples": MODEL.n_samples})
+                         "external": False, "simulated": False, "n_samples": MODEL.n_samples,
+                         "counts": True})  # every simulated run is done on today's inputs: it counts
 
 
 def tables(bench: Benchmark, sweeps: int, runs: int, rng: np.random.Generator) -> list[pd.DataFrame]:
