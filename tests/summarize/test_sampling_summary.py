@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from opsd_sweep.config import load_run_config
@@ -54,3 +55,20 @@ def test_declared_k_is_one_sentence(tmp_path):
     table = collect([str(tmp_path / "plain")]).runs
     assert set(table["k_reason"]) == {"declared eval.n_samples=12", "declared eval.n_samples=8"}
     assert sampling_lines(table) == ["Samples per problem: K = 8, 12 of every problem, as declared (eval.n_samples)."]
+
+
+def test_summary_md_says_which_k_each_run_used_and_gives_no_larger_k_advice_across_ks(tmp_path):
+    """The report a user reads: the samples section, a k column naming the range, and no 1/K advice over mixed K."""
+    from opsd_sweep.summary import main as summary_main
+
+    sweep(tmp_path, "mixed", range(1, 7), "eval.n_samples=auto", "eval.auto_k.min_runs=3",
+          "simulate.train_gpu_hours=0.15")
+    summary_main([str(tmp_path / "mixed"), "--assumed-sd", "3", "--baseline", "none"])
+    table = collect([str(tmp_path / "mixed")]).runs
+    ks = sorted({int(k) for k in table["n_samples"]})
+    assert len(ks) > 1, "the pool's K should differ from eval.auto_k.first once priced"
+    report = (tmp_path / "mixed" / "summary.md").read_text()
+    assert "## Samples per problem" in report and "eval.auto_k.first = 4" in report
+    assert f"The runs used {len(ks)} different K" in report  # no 1/K advice scaled from one K
+    summary = pd.read_csv(tmp_path / "mixed" / "summary.csv")
+    assert summary["k"].astype(str).tolist() == [f"{ks[0]}-{ks[-1]}"]

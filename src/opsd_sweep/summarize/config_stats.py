@@ -171,8 +171,9 @@ def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, pool
                "n": n, "mean": ci.estimate, "sd": sample, "se": ci.se, "sd_used": sd.value, "sd_df": sd.df,
                "sd_source": sd.source, "ci_low": low, "ci_high": high}
         row |= noise_split(group, scores, metric, s.level)
-        if "n_samples" in group:
-            row["k"] = group["n_samples"].iloc[0]
+        if "n_samples" in group and group["n_samples"].notna().any():
+            ks = sorted({int(k) for k in group["n_samples"].dropna()})  # eval.n_samples=auto: runs may differ
+            row["k"] = ks[0] if len(ks) == 1 else f"{ks[0]}-{ks[-1]}"
         if "gpu_hours.total" in group:
             row["gpu_hours"] = float(group["gpu_hours.total"].sum())
         rows.append(row)
@@ -360,6 +361,8 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
     runs = usable if known else pool.members
     eval_var = runs["eval_var"].dropna() if "eval_var" in runs else pd.Series(dtype=float)
     k = runs["n_samples"].dropna().unique() if "n_samples" in runs else []
+    if len(k) > 1:  # the 1/K scaling needs one K; eval.n_samples=auto chose each run's K from these costs
+        advice["k_mixed"] = sorted(int(x) for x in k)
     if s.metric in PER_PROBLEM_METRICS and len(eval_var) and len(k) == 1 and k[0] >= 2 and s.larger_k > k[0]:
         eval_sd = math.sqrt(min(eval_var.mean(), sd**2))
         sd_k = sd_at_k(sd, eval_sd, float(k[0]), s.larger_k)

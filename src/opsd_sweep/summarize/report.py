@@ -16,6 +16,7 @@ from opsd_sweep.summarize.collapses import race_lines, summary_section
 from opsd_sweep.summarize.collect import Collection
 from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
 from opsd_sweep.summarize.races import Race
+from opsd_sweep.summarize.sampling import sampling_lines
 from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.summarize.transitions import Transitions, markdown_lines as transition_lines
 from opsd_sweep.inference import stats
@@ -185,6 +186,10 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
                    f"K = {p['k']}). Evaluating with K = {s.larger_k} samples per problem would bring the SD to "
                    f"{p['sd_larger_k']:.2f} and the seeds needed to {_seeds(larger) if larger else 'more than 10000'}"
                    f"{saving}. {samples_cost_statement(p, s.larger_k)}")
+    if "k_mixed" in p:
+        ks = p["k_mixed"]
+        out.append(f"The runs used {len(ks)} different K ({', '.join(map(str, ks))} samples per problem; see "
+                   "\"Samples per problem\"), so no advice on a larger K is given: it scales one K's eval variance.")
     out.append(f"The MDE column is the smallest true difference each config's current n detects with {s.power:.0%} "
                f"power at α = {s.alpha} against the reference's current runs; the seeds-needed column is the figure "
                "above. Both use the same SD as this advice, not each config's own (with few runs that one is "
@@ -414,6 +419,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
         lines += ["", *caps]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
+    if sampling := sampling_lines(collection.runs):
+        lines += ["", *sampling]
     if pairing := pairing_statements(analysis, s):
         lines += ["", "## Pairing by seed", "", *[f"- {x}" for x in pairing]]
     lines += ["", "## Noise: eval sampling vs training seed", "", noise_table(analysis, s.level), "",
