@@ -122,10 +122,11 @@ def init_adapter(run, out: Path) -> Path:
 
 
 def cycle_eval_setup(run_dir: Path | None = None, kv_cache_dtype: str = "auto", adapter: bool = True,
-                     problems: int = EVAL_PROBLEMS, run=None, checkpoint: Path | None = None):
+                     problems: int = EVAL_PROBLEMS, run=None, checkpoint: Path | None = None,
+                     engine_share: float | None = None):
     """(engine spec, prompts, planned shards) of part 2 on a cycle's run dir (or its config and checkpoint):
     the engine set up as the cycle's evaluator sets up its own (its GPU share where the rollout engine
-    evaluates), `problems` problems x 12 samples."""
+    evaluates; engine_share: a probe's share instead), `problems` problems x 12 samples."""
     from opsd_sweep.evaluate.datasets import load_problems
     from opsd_sweep.evaluate.evaluator import engine_spec
     from opsd_sweep.evaluate.prompts import render_eval_prompts
@@ -140,7 +141,9 @@ def cycle_eval_setup(run_dir: Path | None = None, kv_cache_dtype: str = "auto", 
     chosen = load_problems(run.eval)
     spec = engine_spec(run, checkpoint)
     spec = spec if adapter else replace(spec, adapter_path=None)
-    if rollout_engine_serves_eval(run, world_size=1)[0]:  # the cycle evaluates on its rollout engine: that share
+    if engine_share is not None:  # the probe: the eval on an engine of its own, freed of the trainer's memory
+        spec = replace(spec, gpu_memory_utilization=engine_share)
+    elif rollout_engine_serves_eval(run, world_size=1)[0]:  # the cycle evaluates on its rollout engine: that share
         spec = replace(spec, gpu_memory_utilization=run.rollout.gpu_memory_utilization)
     prompts = render_eval_prompts(load_tokenizer(run.model), run.eval, chosen)
     return spec, prompts, plan_shards([p.id for p in chosen], N_SAMPLES, run.eval.shard_size, run.seed)
@@ -158,15 +161,18 @@ def kv_cache_tokens(engine) -> int | None:
 def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache_dtype: str = "auto",
                     attention_backend: str | None = None, adapter: bool = True, lengths: str = "published",
                     problems: int = EVAL_PROBLEMS, time_limit: float | None = None, run=None,
-                    checkpoint: Path | None = None, partial: Path | None = None) -> dict:
+                    checkpoint: Path | None = None, partial: Path | None = None,
+                    engine_share: float | None = None) -> dict:
     """Part 2: problems x 12 forced-length requests on an engine set up like the cycle's, every step traced
     (kv_cache_dtype: the evaluator option eval.kv_cache_dtype; attention_backend, adapter: probes; lengths:
-    length_model.parse's; partial: where the record so far is rewritten every 30 s while it runs)."""
+    length_model.parse's; partial: where the record so far is rewritten every 30 s while it runs; engine_share:
+    a probe's GPU share of the engine)."""
     from opsd_sweep.evaluate.generate import Job, Shard
     from opsd_sweep.evaluate.runner import run_plan
     from opsd_sweep.evaluate.shards import ShardStore
 
-    spec, prompts, planned = cycle_eval_setup(run_dir, kv_cache_dtype, adapter, problems, run, checkpoint)
+    spec, prompts, planned = cycle_eval_setup(run_dir, kv_cache_dtype, adapter, problems, run, checkpoint,
+                                              engine_share)
     model = length_model.parse(lengths)
     drawn = model.draw(problems, N_SAMPLES, length_seed)  # problem p's sample s at p * 12 + s
     shards = [Shard(s.index, s.seed, tuple(Job(j.problem, j.sample, j.seed, drawn[j.problem * N_SAMPLES + j.sample])
@@ -188,7 +194,7 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
             "lengths": summarize(forced, forced), "forced_lengths": forced, "prompt_lengths": prompt_lens,
             "engine_start_s": round(engine_s, 1), "max_num_seqs": spec.max_num_seqs,
             "kv_cache_dtype": kv_cache_dtype, "kv_cache_tokens": kv_cache_tokens(started_engine),
-            "gpu_memory_utilization": spec.gpu_memory_utilization, **probe_fields(attention_backend, adapter),
+            "gpu_memory_utilization": spec.gpu_memory_utilization, **probe_fields(attention_backend, adapter, engine_share),
             "time_limit_s": time_limit}
 
     def progress(timed: TimedSteps) -> None:
@@ -225,16 +231,18 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
                                                       length_model.HBM_BYTES_PER_S), 3) if traced else None}
 
 
-def probe_fields(attention_backend: str | None, adapter: bool) -> dict:
+def probe_fields(attention_backend: str | None, adapter: bool, engine_share: float | None = None) -> dict:
     """How part 2's engine differed from the cycle's evaluator, as its record says it."""
     return {"attention_backend": attention_backend or DEFAULT_ATTENTION,
-            "adapter": "LoRARequest" if adapter else WITHOUT_ADAPTER}
+            "adapter": "LoRARequest" if adapter else WITHOUT_ADAPTER,
+            "engine_share": "the cycle's" if engine_share is None else engine_share}
 
 
 def probe_suffix(args) -> str:
     """The record's name part for a probe of part 2 ('' for the cycle's own evaluator)."""
     return ((f"_{args.eval_attention_backend.lower()}" if args.eval_attention_backend else "")
-            + ("_without_adapter" if args.eval_without_adapter else ""))
+            + ("_without_adapter" if args.eval_without_adapter else "")
+            + (f"_share{args.eval_engine_share:g}" if args.eval_engine_share is not None else ""))
 
 
 def adapter_settings(args) -> list[str]:
@@ -292,7 +300,8 @@ def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
     partial = path.with_name(path.stem + "_partial.json")
     part = aime_sized_eval(where.pop("run_dir"), work, args.length_seed, args.eval_kv_cache,
                            args.eval_attention_backend, not args.eval_without_adapter, args.lengths,
-                           args.eval_problems, args.time_limit, partial=partial, **where)
+                           args.eval_problems, args.time_limit, partial=partial,
+                           engine_share=args.eval_engine_share, **where)
     record = head | part
     path.write_text(json.dumps(record, indent=1))
     partial.unlink(missing_ok=True)
@@ -454,6 +463,9 @@ def main(argv=None) -> dict:
                         help="--eval-only probe: part 2's engine with these attention kernels (default: vLLM's choice)")
     parser.add_argument("--eval-without-adapter", action="store_true",
                         help="--eval-only probe: part 2 serves the base model without LoRA (merged weights' speed)")
+    parser.add_argument("--eval-engine-share", type=float, default=None, metavar="F",
+                        help="probe: part 2's engine at this GPU share (e.g. 0.9: the eval on an engine of its own, "
+                             "the trainer's memory freed) instead of the cycle's (the rollout engine's 0.5)")
     parser.add_argument("--override", action="append", default=[], help="one more sweep override, e.g. train.fp32_matmul=ieee")
     length_model.add_argument(parser)
     parser.add_argument("--eval-problems", type=int, default=EVAL_PROBLEMS,
@@ -483,10 +495,11 @@ def main(argv=None) -> dict:
         if not isinstance(recorded, dict):
             parser.error(f"--eval-from {args.eval_from}: its part 2 is {recorded!r} (the machine was lost during it); "
                          "give a record whose AIME-sized eval finished")
-        probe = {k: v for k, v in recorded.items() if k in ("attention_backend", "adapter")}
-        if probe and probe != probe_fields(None, True):
+        probe = {k: v for k, v in recorded.items() if k in ("attention_backend", "adapter", "engine_share")}
+        if probe and any(probe_fields(None, True)[k] != v for k, v in probe.items()):  # older records: fewer keys
             parser.error(f"--eval-from {args.eval_from} is a probe of part 2 ({probe}), not the cycle's evaluator: "
-                         "give a record of `--eval-only` without --eval-attention-backend or --eval-without-adapter")
+                         "give a record of `--eval-only` without --eval-attention-backend, --eval-without-adapter "
+                         "or --eval-engine-share")
         if recorded.get("kv_cache_dtype", "auto") != args.eval_kv_cache:
             parser.error(f"--eval-from {args.eval_from} recorded an eval with kv_cache_dtype "
                          f"{recorded.get('kv_cache_dtype', 'auto')}, not --eval-kv-cache {args.eval_kv_cache}: give "
@@ -503,8 +516,13 @@ def main(argv=None) -> dict:
                      "keeps the model's dtype; give --eval-kv-cache auto or run on a GPU")
     if args.eval_only and (args.tiny or args.skip_eval or args.eval_from is not None):
         parser.error("--eval-only measures part 2 on a GPU: leave out --tiny, --skip-eval and --eval-from")
-    if not args.eval_only and (args.eval_attention_backend or args.eval_without_adapter):
-        parser.error("--eval-attention-backend and --eval-without-adapter are probes of part 2 alone: add --eval-only "
+    if args.eval_engine_share is not None and not 0 < args.eval_engine_share <= 0.95:
+        parser.error(f"--eval-engine-share {args.eval_engine_share}: a GPU share in (0, 0.95], e.g. 0.9 (the eval "
+                     "phase's own engine, eval.gpu_memory_utilization)")
+    if not args.eval_only and (args.eval_attention_backend or args.eval_without_adapter
+                               or args.eval_engine_share is not None):
+        parser.error("--eval-attention-backend, --eval-without-adapter and --eval-engine-share are probes of part 2 "
+                     "alone: add --eval-only "
                      "(a sweep's cycles keep the evaluator's engine)")
     work, out = args.work.absolute(), args.out.absolute()
     for folder in (work, out):

@@ -7,6 +7,11 @@
 #                (the rollout engine's share, a PEFT-initialised adapter as a LoRARequest), every step traced,
 #                stopped past $TIME_LIMIT s (default 840) of generation; ~3 min engine start + ~13 min.
 #                Its record so far is rewritten every 30 s (aime_sized_eval_*_partial.json) for the polls.
+#   eval_whole   the same part on an engine of its own at 0.9 of the GPU (--eval-engine-share 0.9: the eval with the
+#                trainer's memory freed), LoRARequest: what the engine share buys at real lengths
+#   eval_merged  the same at 0.9 without the adapter (--eval-without-adapter: merged weights' speed, eval.merge_lora)
+#   eval_fp8     the same with eval.kv_cache_dtype=fp8 (its own engine at 0.9): half the KV bytes a token
+#                (each of the three: ~3 min engine start + $TIME_LIMIT; 420 s each fits two of them beside gpu_check)
 #   shared_tail  two checkpoints' AIME24-sized evals in one engine: at the published lengths ~2 x 55 min,
 #                beyond one session (bench_shared_tail.py --lengths short for the old probe)
 #   eval_default part 2 alone with the cycle's evaluator, 360 requests: at the published lengths ~55 min,
@@ -29,20 +34,27 @@ step() {  # name, command...: run one measurement, log its exit status, go on to
     "$@" > "$OUT/$name.log" 2>&1
     echo "$(date -u +%H:%M:%S) $name exit $?" >> "$OUT/progress.log"
 }
+part() {  # name, probe options...: issue 39's measured part (96 published-length requests, traced, cut at $TIME_LIMIT s)
+    local name=$1; shift
+    step "$name" python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/$name" --eval-only --adapter init \
+        --eval-problems 8 --lengths published --length-seed "${LENGTH_SEED:-1}" --time-limit "${TIME_LIMIT:-840}" "$@"
+}
 steps=("${@:2}")
 [ ${#steps[@]} -gt 0 ] || steps=(gpu_check eval_part)
 for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time is spent
     case $name in
-        gpu_check|eval_part|shared_tail|eval_default) ;;
-        *) echo "gpu_session: no step $name (gpu_check, eval_part, shared_tail, eval_default)"; exit 2 ;;
+        gpu_check|eval_part|eval_whole|eval_merged|eval_fp8|shared_tail|eval_default) ;;
+        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_whole, eval_merged, eval_fp8, shared_tail," \
+                "eval_default)"; exit 2 ;;
     esac
 done
 for name in "${steps[@]}"; do
     case $name in
         gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
-        eval_part) step eval_part python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/eval_part" --eval-only \
-                       --adapter init --eval-problems 8 --lengths published --length-seed "${LENGTH_SEED:-1}" \
-                       --time-limit "${TIME_LIMIT:-840}" ;;
+        eval_part) part eval_part ;;
+        eval_whole) part eval_whole --eval-engine-share 0.9 ;;
+        eval_merged) part eval_merged --eval-engine-share 0.9 --eval-without-adapter ;;
+        eval_fp8) part eval_fp8 --eval-kv-cache fp8 ;;
         shared_tail) step shared_tail python3 -m benchmarks.bench_shared_tail --work /tmp/be --out "$OUT/shared_tail" \
                          --checkpoints 2 ;;
         eval_default) step eval_default python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/eval_default" \

@@ -61,3 +61,21 @@ def test_the_eval_only_benchmark_refuses_options_of_part_1(tmp_path):
                                *part_1], cwd=REPO, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and "--eval-only measures part 2 on a GPU" in done.stderr, part_1
     assert not list(tmp_path.iterdir())  # refused before anything is built
+
+
+def test_the_engine_share_probe_is_part_2_alone_at_a_share_that_fits_and_never_a_cycles_eval(tmp_path):
+    def bench(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "benchmarks.bench_cycle", "--work", str(tmp_path), *args],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+
+    alone = bench("--eval-engine-share", "0.9")
+    assert alone.returncode == 2 and "probes of part 2 alone: add --eval-only" in alone.stderr
+    too_much = bench("--eval-only", "--eval-engine-share", "1.5")
+    assert too_much.returncode == 2 and "--eval-engine-share 1.5: a GPU share in (0, 0.95]" in too_much.stderr
+    record = json.loads((REPO / "benchmarks/measured/aime_sized_eval_2026-12-04_auto_published_part_cut.json").read_text())
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(record | {"engine_share": 0.9}))
+    refused = bench("--eval-from", str(probe), "--sweep-from",
+                    str(REPO / "benchmarks/measured/gpu_check_2026-12-03_05fed59.json"))
+    assert refused.returncode == 2 and "is a probe of part 2" in refused.stderr
+    assert not (tmp_path / "results").exists()
