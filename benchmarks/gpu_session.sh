@@ -9,7 +9,8 @@
 #                Its record so far is rewritten every 30 s (aime_sized_eval_*_partial.json) for the polls.
 #   eval_whole   the same part on an engine of its own at 0.9 of the GPU (--eval-engine-share 0.9: the eval with the
 #                trainer's memory freed), LoRARequest: what the engine share buys at real lengths
-#   eval_merged  the same at 0.9 without the adapter (--eval-without-adapter: merged weights' speed, eval.merge_lora)
+#   eval_merged  the same on the cycle's engine without the adapter (--eval-without-adapter: the merged weights'
+#                speed, what eval.merge_lora=true gives a cycle; benchmarks/eval_levers.py projects 40.7-47.2 min)
 #   eval_fp8     the same with eval.kv_cache_dtype=fp8 (its own engine at 0.9): half the KV bytes a token
 #                (each of the three: ~3 min engine start + $TIME_LIMIT; 420 s each fits two of them beside gpu_check)
 #   shared_tail  two checkpoints' AIME24-sized evals in one engine: at the published lengths ~2 x 55 min,
@@ -53,7 +54,7 @@ for name in "${steps[@]}"; do
         gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
         eval_part) part eval_part ;;
         eval_whole) part eval_whole --eval-engine-share 0.9 ;;
-        eval_merged) part eval_merged --eval-engine-share 0.9 --eval-without-adapter ;;
+        eval_merged) part eval_merged --eval-without-adapter ;;
         eval_fp8) part eval_fp8 --eval-kv-cache fp8 ;;
         shared_tail) step shared_tail python3 -m benchmarks.bench_shared_tail --work /tmp/be --out "$OUT/shared_tail" \
                          --checkpoints 2 ;;
