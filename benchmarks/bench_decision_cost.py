@@ -27,6 +27,7 @@ import dataclasses
 import datetime
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{equal_n} six-equal; ± = Monte-Carlo SE)")
     print(table(rows, rows["race_k12"]["gpu_hours"]))
     record = {"date": datetime.date.today().isoformat(),
-              "command": "python -m benchmarks.bench_decision_cost" + (" --quick" if args.quick else ""),
+              "command": " ".join(["python -m benchmarks.bench_decision_cost", *(sys.argv[1:] if argv is None else argv)]),
               "quick": args.quick, "seconds": round(time.time() - started, 1),
               "designs": {n: rows[n] for n in DESIGN_NAMES}, "what_if": {n: r for n, r in rows.items()
                                                                            if n not in DESIGN_NAMES},
