@@ -92,14 +92,15 @@ def sweeps(world: World, grid: str, n: int, seed: int, rho: float) -> list[Sweep
     return [Sweep(world, GRIDS[grid], [seed, i], rho) for i in range(n)]
 
 
-def outcomes(design: Design, world: World, grid: str, n: int, seed: int, knob: int) -> list[Outcome]:
+def outcomes(design: Design, world: World, grid: str, n: int, seed: int, knob: int,
+             race_settings: dict = RACE_DEFAULTS) -> list[Outcome]:
     """The design on n sweeps of `grid` (the same n sweeps for any design and knob: common random numbers).
-    knob: seeds per config (fixed grid) or max_seeds (race)."""
+    knob: seeds per config (fixed grid) or max_seeds (race); race_settings: the race's tuned settings."""
     world = design.world or world
     if design.fixed:
-        return [fixed_grid(s, design.policy, knob, settings_of(RACE_DEFAULTS, MAX_SEEDS[-1]))
+        return [fixed_grid(s, design.policy, knob, settings_of(race_settings, MAX_SEEDS[-1]))
                 for s in sweeps(world, grid, n, seed, design.rho)]
-    settings = settings_of(RACE_DEFAULTS | {"pairing": design.pairing}, knob)
+    settings = settings_of(race_settings | {"pairing": design.pairing}, knob)
     return [race(s, design.policy, settings) for s in sweeps(world, grid, n, seed, design.rho)]
 
 
@@ -107,15 +108,15 @@ def power_of(results: list[Outcome]) -> float:
     return float(np.mean([o.claims == BETTER for o in results]))
 
 
-def smallest_knob(design: Design, world: World, n: int, candidates: list[int]) -> int:
+def smallest_knob(design: Design, world: World, n: int, candidates: list[int], race_settings: dict) -> int:
     """The smallest candidate whose power on TUNING sweeps is >= POWER (bisection: power rises with seeds);
     the largest when none reaches it."""
     low, high = -1, len(candidates) - 1
-    if power_of(outcomes(design, world, "six", n, TUNE_SEED, candidates[high])) < POWER:
+    if power_of(outcomes(design, world, "six", n, TUNE_SEED, candidates[high], race_settings)) < POWER:
         return candidates[high]
     while high - low > 1:
         mid = (low + high) // 2
-        enough = power_of(outcomes(design, world, "six", n, TUNE_SEED, candidates[mid])) >= POWER
+        enough = power_of(outcomes(design, world, "six", n, TUNE_SEED, candidates[mid], race_settings)) >= POWER
         low, high = (low, mid) if enough else (mid, high)
     return candidates[high]
 
@@ -124,11 +125,12 @@ def se(rate: float, n: int) -> float:
     return math.sqrt(max(rate * (1 - rate), 1 / n) / n)
 
 
-def measure(name: str, design: Design, world: World, tune_n: int, report_n: int, equal_n: int) -> dict:
+def measure(name: str, design: Design, world: World, tune_n: int, report_n: int, equal_n: int,
+            race_settings: dict = RACE_DEFAULTS) -> dict:
     candidates = list(range(2, 97)) if design.fixed else list(RACE_MAX_SEEDS)
-    knob = smallest_knob(design, world, tune_n, candidates)
-    alt = outcomes(design, world, "six", report_n, REPORT_SEED, knob)
-    null = outcomes(design, world, "six-equal", equal_n, REPORT_SEED, knob)
+    knob = smallest_knob(design, world, tune_n, candidates, race_settings)
+    alt = outcomes(design, world, "six", report_n, REPORT_SEED, knob, race_settings)
+    null = outcomes(design, world, "six-equal", equal_n, REPORT_SEED, knob, race_settings)
     power, fw = power_of(alt), float(np.mean([bool(o.claims) for o in null]))
     gpu_h = [o.gpu_seconds / 3600 for o in alt]
     ks = [k for o in alt for k in o.k_used]
@@ -167,9 +169,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a smoke run with few sweeps (noisy figures)")
     parser.add_argument("--run-sd", type=float, default=3.0, help="run-to-run SD (points) at K = 12 (default 3)")
+    parser.add_argument("--stop-alpha", type=float, default=RACE_DEFAULTS["stop_alpha"],
+                        help=f"the races' stop_alpha (default {RACE_DEFAULTS['stop_alpha']}, conf/hydra/sweeper/race.yaml)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write the record (default benchmarks/measured/decision_cost_<date>.json)")
     args = parser.parse_args(argv)
+    if not 0 < args.stop_alpha < 1:
+        parser.error(f"--stop-alpha {args.stop_alpha}: a level in (0, 1), e.g. 0.002")
+    race_settings = RACE_DEFAULTS | {"stop_alpha": args.stop_alpha}
     tune_n, report_n, equal_n = (12, 16, 16) if args.quick else (150, 400, 500)
     world = default_world(args.run_sd)
     started = time.time()
@@ -180,7 +187,7 @@ def main(argv: list[str] | None = None) -> dict:
     designs = DESIGNS | ({} if args.quick else what_if_designs(args.run_sd))
     rows = {}
     for name, design in tqdm(designs.items(), desc="designs"):
-        rows[name] = measure(name, design, world, tune_n, report_n, equal_n)
+        rows[name] = measure(name, design, world, tune_n, report_n, equal_n, race_settings)
         tqdm.write(f"  {name}: {rows[name]['gpu_hours']:.1f} GPU-h, power {rows[name]['power']:.3f}, "
                    f"FW {rows[name]['fw_false_better']:.3f}")
     print(f"\n## GPU-hours per 6-config decision at run SD {args.run_sd:g} (REPORT sweeps: {report_n} six, "
@@ -194,7 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
               "verdict": verdict(rows), "sweeps": {"tune": tune_n, "report_six": report_n, "report_six_equal": equal_n,
                                                    "tune_seed": TUNE_SEED, "report_seed": REPORT_SEED},
               "scenario": {"grids": {g: GRIDS[g] for g in ("six", "six-equal")}, "power_target": POWER,
-                           "fw_limit": FW_LIMIT, "race_settings": dataclasses.asdict(settings_of(RACE_DEFAULTS, 0)),
+                           "fw_limit": FW_LIMIT, "race_settings": dataclasses.asdict(settings_of(race_settings, 0)),
                            "sample_policies": {n: dataclasses.asdict(d.policy) for n, d in designs.items()}},
               "published_eval_check": check_published_eval(), **world.describe()}
     print(f"\nrace + K auto + allocation / race K = 12: {record['verdict']['race_kauto_alloc_over_race_k12']} "
