@@ -150,3 +150,22 @@ def test_a_race_of_simulated_runs_plans_each_runs_samples(tmp_path, cache_dir):
     assert any(e["allocation"]["kind"] == "neyman" for e in evals)
     assert any(e["k_choice"]["pool_runs"] >= 3 and not e["k_choice"]["reason"].startswith("eval.auto_k.first")
                for e in evals)
+
+
+def test_an_eval_json_of_another_allocation_is_evaluated_again_not_reused(tmp_path, tiny_world):
+    """The evaluator's cache must NOT serve a plan with other per-problem counts: a uniform eval.json in the eval
+    dir is not the allocated evaluation, nor is one of another allocation, even with the same K and seed."""
+    from opsd_sweep.evaluate.evaluator import evaluate
+    from opsd_sweep.evaluate.sampling_plan import SamplingPlan
+
+    run = eval_run(tiny_world, tmp_path / "results", "group=cache", "eval.n_samples=3", "eval.max_problems=3")
+    eval_dir = tmp_path / "eval"
+    uniform = evaluate(run, None, eval_dir)
+    ids = [p["id"] for p in uniform["problems"]]
+    for counts in ([2, 3, 4], [4, 3, 2]):
+        plan = SamplingPlan(3, dict(zip(ids, counts)), allocation={"kind": "neyman"})
+        allocated = evaluate(run, None, eval_dir, sampling=plan)
+        assert [len(p["samples"]) for p in allocated["problems"]] == counts
+        assert allocated["fingerprint"] != uniform["fingerprint"]
+    # the same plan again is up to date: nothing is drawn twice
+    assert evaluate(run, None, eval_dir, sampling=plan)["created_at"] == allocated["created_at"]

@@ -178,3 +178,17 @@ def test_run_dir_of_a_plain_run_has_no_plan(tmp_path):
     run = simulated(tmp_path, 1, "eval.n_samples=12")
     run_cycle(run)
     assert not plan_path(RunDir(locate_run(run)[1].path)).exists() and "k_choice" not in eval_of(run)
+
+
+def test_a_forced_rerun_plans_its_samples_again_from_todays_pool(tmp_path):
+    """The case that must NOT reuse: force=true reruns a finished run from scratch, so its plan (K = first, made
+    when the pool was empty) is not kept: it is planned again from the pool as it is now."""
+    runs = [simulated(tmp_path, seed) for seed in range(1, 7)]
+    for run in runs:
+        assert run_cycle(run)["state"] == "done"
+    first = eval_of(runs[0])["k_choice"]
+    assert first["k"] == 4 and first["pool_runs"] == 0
+    assert run_cycle(simulated(tmp_path, 1, "force=true"))["state"] == "done"
+    again = eval_of(runs[0])["k_choice"]
+    assert again["pool_runs"] == 5 and not again["reason"].startswith("eval.auto_k.first")
+    assert json.loads(plan_path(locate_run(runs[0])[1]).read_text())["k"] == again["k"] == eval_of(runs[0])["n_samples"]
