@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
-import json
 import math
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +34,8 @@ from tqdm import tqdm
 
 from benchmarks.bench_race import GRIDS, MAX_SEEDS, settings_of
 from benchmarks.decision_designs import Outcome, SamplePolicy, fixed_grid, race
-from benchmarks.decision_model import MEASURED, Sweep, World, check_published_eval, default_world, measured_cost_model
+from benchmarks.decision_model import Sweep, World, check_published_eval, default_world, measured_cost_model
+from benchmarks.records import record_head, write_record
 
 TUNE_SEED, REPORT_SEED = 40_401, 40_402
 POWER, FW_LIMIT = 0.80, 0.05
@@ -193,8 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\n## GPU-hours per 6-config decision at run SD {args.run_sd:g} (REPORT sweeps: {report_n} six, "
           f"{equal_n} six-equal; ± = Monte-Carlo SE)")
     print(table(rows, rows["race_k12"]["gpu_hours"]))
-    record = {"date": datetime.date.today().isoformat(),
-              "command": " ".join(["python -m benchmarks.bench_decision_cost", *(sys.argv[1:] if argv is None else argv)]),
+    record = {**record_head("bench_decision_cost", argv),
               "quick": args.quick, "seconds": round(time.time() - started, 1),
               "designs": {n: rows[n] for n in DESIGN_NAMES}, "what_if": {n: r for n, r in rows.items()
                                                                            if n not in DESIGN_NAMES},
@@ -207,9 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\nrace + K auto + allocation / race K = 12: {record['verdict']['race_kauto_alloc_over_race_k12']} "
           f"(target <= 0.5 with power >= {POWER:.0%} and FW <= {FW_LIMIT:.0%}: "
           f"{'met' if record['verdict']['met'] else 'NOT met'})  ({record['seconds']:.0f} s)")
-    out = args.out or MEASURED / f"decision_cost_{record['date']}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_record(record, "decision_cost", args.out)
     return record
 
 

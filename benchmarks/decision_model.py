@@ -32,16 +32,15 @@ import json
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from statistics import NormalDist
 from types import SimpleNamespace
 
 import numpy as np
 
 from benchmarks import length_model
+from benchmarks.records import MEASURED
 from opsd_sweep.simulate import problem_difficulties, solve_rates
 
-MEASURED = Path(__file__).resolve().parent / "measured"
 STEP_MODEL_RECORD = MEASURED / "eval_step_model_2026-12-04_published_part.json"
 TRAIN_STEPS, TRAIN_STEP_S = 100, 5.24  # make gpu-check on f2ccf53: the cold cycle's steady step
 CONCURRENCY = 64  # sequences decoding together in the traced real-length eval

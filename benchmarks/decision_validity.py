@@ -19,8 +19,6 @@ seed of every config a batch, each batch planned from the runs before it: benchm
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -31,7 +29,8 @@ from tqdm import tqdm
 
 from benchmarks.bench_race import GRIDS
 from benchmarks.decision_designs import BASELINE, SamplePolicy, grid_runs
-from benchmarks.decision_model import MEASURED, Sweep, default_world
+from benchmarks.decision_model import Sweep, default_world
+from benchmarks.records import record_head, write_record
 from opsd_sweep.inference.pairing import paired_by_seed
 from opsd_sweep.inference.stats import holm
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare
@@ -130,14 +129,12 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\n## Validity: {SEEDS} seeds per config, {n_sweeps} sweeps per grid; targets coverage "
           f"{COVERAGE_BAND[0]:.0%}-{COVERAGE_BAND[1]:.0%}, |bias| <= {BIAS_LIMIT}, FW <= {FW_LIMIT:.0%}; ± = Monte-Carlo SE")
     print(table(rows))
-    record = {"date": datetime.date.today().isoformat(),
-              "command": "python -m benchmarks.decision_validity" + (" --quick" if args.quick else ""),
+    record = {**record_head("decision_validity", argv),
               "quick": args.quick, "seconds": round(time.time() - started, 1), "estimators": rows,
               "targets": {"coverage": list(COVERAGE_BAND), "abs_bias": BIAS_LIMIT, "fw_false_better": FW_LIMIT},
               "all_hold": all(r["holds"] for r in rows.values()), **default_world().describe()}
-    out = args.out or MEASURED / f"decision_validity_{record['date']}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"({record['seconds']:.0f} s) wrote {out}")
+    print(f"({record['seconds']:.0f} s)")
+    write_record(record, "decision_validity", args.out)
     return record
 
 

@@ -18,14 +18,13 @@ Every row is a projection, none a measurement: bench_cycle's --eval-engine-share
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 from pathlib import Path
 
 from benchmarks import length_model
 from benchmarks.eval_step_model import KV_BYTES_PER_TOKEN, MERGED_STEP_S, predict_eval
+from benchmarks.records import MEASURED, record_head, write_record
 
-MEASURED = Path(__file__).resolve().parent / "measured"
 FIT = MEASURED / "eval_step_model_2026-12-04_published_part.json"
 CYCLE_KV, OWN_KV = 614_240, 1_138_448  # tokens: the rollout engine at 0.5, an engine at 0.9 (H200, bf16)
 MERGED_FIT = MEASURED / "eval_step_model_2026-12-04.json"  # the merged weights' speed, at 4.8k-token lengths
@@ -66,12 +65,10 @@ def main(argv: list[str] | None = None) -> dict:
         rows.append(row)
         print(f"| {name} | {r['steps']:,} | {r['preemptions']:,} | {row['minutes']} | "
               f"{r['eval_floor_s'] / 60:.1f} | {row['over_bf16_floor']:.2f}x |", flush=True)
-    record = {"date": datetime.date.today().isoformat(), "command": "python -m benchmarks.eval_levers",
+    record = {**record_head("eval_levers", argv),
               "label": "PROJECTION", "fit": FIT.name, "merged_fit": MERGED_FIT.name, "length_model": "published", "length_seed": 0,
               "requests": len(lengths), "rows": rows}
-    out = args.out or MEASURED / f"eval_levers_{record['date']}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_record(record, "eval_levers", args.out)
     return record
 
 
