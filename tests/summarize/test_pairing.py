@@ -74,6 +74,10 @@ def test_a_shared_seed_effect_makes_the_paired_verdict_decide_what_the_unpaired_
     assert "Seed correlation of a config's and the baseline's run scores: r = " in report
     assert "seeds per config paired** against" in report
     assert "Too few seeds in common with the baseline (< 2), compared unpaired: lr=3e-05." in report
+    # the paired config's "holds to SD" is an SD of its per-seed differences, and the table says so
+    holds = paired.loc["lr=1e-05", "verdict_holds_to_sd"]
+    row = next(line for line in report.splitlines() if line.startswith("| lr=1e-05 "))
+    assert f"| better | {holds:.1f} (of Δ) |" in row
 
 
 def test_pairing_none_is_the_default_and_changes_nothing(sweep, tmp_path):

@@ -84,14 +84,17 @@ def verdict_rows(analysis: Analysis, level: float) -> tuple[list[str], list[list
     for _, row in t.iterrows():
         cells = [row["label"], str(row["n"]), _num(row["mean"]), _bracket(row["ci_low"], row["ci_high"]),
                  _num(row["sd_used"]) + ("" if row["sd_source"] == "sample" else f" ({row['sd_source'].split()[0]})")]
+        paired = str(row.get("vs_baseline", "")).startswith("paired")
         if analysis.baseline is not None:
-            paired = " (paired)" if str(row.get("vs_baseline", "")).startswith("paired") else ""
-            cells += [_interval(row, "delta_baseline", "baseline_low", "baseline_high") + paired,
+            cells += [_interval(row, "delta_baseline", "baseline_low", "baseline_high") + (" (paired)" if paired else ""),
                       _p(row.get("p_baseline_holm"))]
         if analysis.anchor is not None:
             cells += [_interval(row, "delta_anchor", "anchor_low", "anchor_high"), _p(row.get("p_anchor_holm"))]
         if "verdict" in t:
-            cells += [row["verdict"], _num(row.get("verdict_holds_to_sd"), 1), _num(row.get("mde")),
+            # a config paired by seed holds its verdict up to an SD of its per-seed differences, not of runs
+            holds = _num(row.get("verdict_holds_to_sd"), 1)
+            holds += " (of Δ)" if paired and holds != "–" else ""
+            cells += [row["verdict"], holds, _num(row.get("mde")),
                       _seeds(row.get("seeds_needed"))]
         cells.append(row["flags"])
         rows.append(cells)
