@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 from opsd_sweep.summarize.collect import collect, read_external
 from opsd_sweep.evaluate.metrics import pass_at_k
 from opsd_sweep.inference import stats
+from opsd_sweep.run.rundir import RunDir
 from benchmarks.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.linspace(-2.5, 2.5, 10)
@@ -131,6 +133,21 @@ def test_globs_and_overlapping_roots_read_each_run_once(tmp_path):
     _complete(tmp_path / "b", 2e-5, 1)
     runs = collect([str(tmp_path / "*"), str(tmp_path)]).runs
     assert len(runs) == 2
+
+
+def test_dirs_of_one_key_in_one_folder_keep_their_own_ids_and_the_last_finished_counts(tmp_path):
+    run = _complete(tmp_path / "g", 1e-5, 1)
+    # copied by hand under names that sort first: the original scans last and finished last
+    copies = [RunDir(run.path.with_name(f"{name}-{run.path.name}")) for name in ("a-copy", "b-copy")]
+    for copy in copies:
+        shutil.copytree(run.path, copy.path)
+    for each, ended_at in zip([run, *copies], ["2026-01-03", "2026-01-02", "2026-01-01"]):
+        each.status.write_text(json.dumps(json.loads(each.status.read_text()) | {"ended_at": ended_at}))
+    c = collect([str(tmp_path)])
+    assert list(c.runs["run_dir"]) == [str(run.path)]
+    listed = sorted(zip(c.skipped["path"], c.skipped["state"]))
+    assert listed == [(str(copy.path), "repeated") for copy in copies]
+    assert c.samples["run_id"].unique().tolist() == c.runs["run_id"].tolist() and len(c.samples) == 10 * 4
 
 
 def test_external_csv_joins_the_run_dirs(tmp_path):

@@ -22,7 +22,7 @@ from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.inference.design import stratified_score
 from opsd_sweep.run.keys import EVAL_ONLY
 from opsd_sweep.run.record import RunRecord, UnreadableRun
-from opsd_sweep.run.rundir import find_run_dirs
+from opsd_sweep.run.rundir import RunDir, find_run_dirs
 from opsd_sweep.selector import SHORT_NAMES
 
 TAIL_FRACTION = 0.10  # "final" training diagnostics = mean over the last 10% of steps
@@ -176,10 +176,11 @@ def cap_columns(config: dict, steps: list[dict], evaluation: dict | None) -> dic
             "eval_max_new_tokens": evaluate.get("max_new_tokens"), "eval_thinking": evaluate.get("thinking")}
 
 
-def read_run(record: RunRecord) -> tuple[dict, list[tuple]]:
-    """One run record -> (row, sample rows): samples only of a run that counts (RunRecord.counts), so a
-    known-wrong or unfinished evaluation enters no statistic, plot or table. Raises UnreadableRun."""
-    row = {"run_id": record.run_id, "run_dir": str(record.path), "source": str(record.path.parent),
+def read_run(record: RunRecord, run_id: str) -> tuple[dict, list[tuple]]:
+    """One run record -> (row, sample rows), both under `run_id` (unique_run_id): samples only of a run that
+    counts (RunRecord.counts), so a known-wrong or unfinished evaluation enters no statistic, plot or table.
+    Raises UnreadableRun."""
+    row = {"run_id": run_id, "run_dir": str(record.path), "source": str(record.path.parent),
            "external": False, "simulated": record.simulated, "state": record.state, "counts": record.counts,
            "left_out": record.left_out}
     row |= {f"cfg.{k}": v for k, v in flatten(record.config).items()}
@@ -194,7 +195,7 @@ def read_run(record: RunRecord) -> tuple[dict, list[tuple]]:
         row["eval_backend"] = record.evaluation.get("backend")
         row["eval_problem"] = record.eval_problem
         try:
-            run_samples = sample_rows(record.run_id, record.evaluation)
+            run_samples = sample_rows(run_id, record.evaluation)
         except (KeyError, TypeError, AttributeError) as err:
             raise UnreadableRun(f"eval.json problems/samples malformed ({err!r})") from err
         row["eval_var"] = eval_variance_points(run_samples)
@@ -332,29 +333,30 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
         external: paths of external result CSVs (see `read_external`).
         progress: optional callable wrapping an iterable (e.g. tqdm) to show progress.
     """
-    run_dirs = find_run_dirs(roots)
-    rows, samples, skipped, finished = [], [], [], set()
+    run_dirs = distinct_run_dirs(find_run_dirs(roots))
+    rows, samples, skipped, taken = [], [], [], set()
     for run_dir in (progress(run_dirs) if progress else run_dirs):
         try:
-            row, run_samples = read_run(RunRecord.read(run_dir))
+            record = RunRecord.read(run_dir)
+            row, run_samples = read_run(record, unique_run_id(record, taken))
         except UnreadableRun as err:
             skipped.append({"path": str(run_dir.path), "state": "unreadable", "reason": str(err)})
             continue
+        taken.add(row["run_id"])
         rows.append(row)
         samples.extend(run_samples)
         if row["left_out"]:
             skipped.append({"path": str(run_dir.path), "state": row["state"], "reason": row["left_out"]})
-        else:
-            finished.add(row["run_id"])
     runs = pd.DataFrame(rows)
     if not runs.empty:
-        runs = runs.drop_duplicates("run_id", keep="first")  # one run seen under two overlapping roots
-        runs, repeated = count_each_run_once(runs, finished)
+        runs, repeated = count_each_run_once(runs)
         skipped += repeated
+        kept = set(runs["run_id"])
+        samples = [sample for sample in samples if sample[0] in kept]  # a repeated copy's samples go with it
     fixed, anchors = {}, []
     if not runs.empty:
         # a failed or unfinished run never decides the anchor (it may have been configured with another)
-        anchors = configured_anchors(runs[runs["run_id"].isin(finished)])
+        anchors = configured_anchors(runs[runs["counts"].astype(bool)])
         axes = varying_columns(runs)
         fixed = {c: runs[c].iloc[0] for c in runs.columns if c.startswith("cfg.") and c not in axes
                  and c != "cfg.seed" and _semantic(c)}
@@ -376,11 +378,34 @@ def collect(roots: list[str], external: list[str] = (), progress=None) -> Collec
                       anchors=anchors)
 
 
-def count_each_run_once(runs: pd.DataFrame, finished: set[str]) -> tuple[pd.DataFrame, list[dict]]:
-    """Finished runs of one config, input identities and seed in two dirs (e.g. one written before a change
-    of the run key) are one run, not two seeds: the last finished one is kept, the others
-    are left out and listed."""
-    done = runs[runs["run_id"].isin(finished)]
+def distinct_run_dirs(run_dirs: list[RunDir]) -> list[RunDir]:
+    """Each dir once, however many roots or globs reach it (a nested root, a link to a root): by its resolved
+    path, under the first path it was found at."""
+    seen: set[Path] = set()
+    distinct = []
+    for run_dir in run_dirs:
+        if (real := run_dir.path.resolve()) not in seen:
+            seen.add(real)
+            distinct.append(run_dir)
+    return distinct
+
+
+def unique_run_id(record: RunRecord, taken: set[str]) -> str:
+    """The run's id in the runs and samples tables: its run key, or '<parent folder>/<key>' when another dir
+    took the key first, in scan order (the key leaves the group out, so one config and seed run in two groups
+    share it), or its resolved path when even that is taken (a third dir of the key in one folder, or two
+    roots with a folder of one name). Distinct dirs never share an id, so their rows and samples never mix;
+    count_each_run_once then decides which copy counts."""
+    key = record.run_id
+    qualified = f"{record.path.parent.name}/{key}"
+    return next((c for c in (key, qualified) if c not in taken), str(record.path.resolve()))
+
+
+def count_each_run_once(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[dict]]:
+    """Finished runs of one config, input identities and seed in two dirs (another group, or one written
+    before a change of the run key) are one run, not two seeds: the last finished one is kept, the others
+    are left out and listed. A copy that does not count (failed, unfinished) stays, listed with its state."""
+    done = runs[runs["counts"].astype(bool)]
     same_run = [c for c in runs.columns if (c.startswith("cfg.") and _semantic(c)) or c.startswith(IDENTITY)]
     identity = [json.dumps(r, sort_keys=True, default=str) for r in done[same_run].to_dict("records")]
     order = done.assign(same_as=identity).sort_values("ended_at", na_position="first", kind="stable")
