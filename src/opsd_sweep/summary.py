@@ -20,7 +20,6 @@ from opsd_sweep.summarize.caps import console_line as cap_warnings
 from opsd_sweep.summarize.collapses import console_line
 from opsd_sweep.summarize.collect import collect, left_out_line
 from opsd_sweep.summarize.config_stats import analyse
-from opsd_sweep.summarize.metric_scope import check_metric_scope
 from opsd_sweep.summarize.plots import write_plots, write_race_plots
 from opsd_sweep.summarize.races import (declared_baseline_labels, find_race_logs, outcome_line, read_race,
                                        simulated_run_dirs)
@@ -100,7 +99,6 @@ def main(argv: list[str] | None = None) -> None:
     simulated = simulated_run_dirs(collection.runs)
     races = [race for race in (read_race(p, simulated) for p in find_race_logs(settings.roots)) if race is not None]
     try:
-        check_metric_scope(collection.runs, settings.metric)  # K-dependent metrics over mixed K
         analysis = analyse(collection.runs, settings, anchor, declared_baseline_labels(races, collection.runs))
     except ValueError as err:
         raise SystemExit(f"{err}\n(runs.csv is written to {out} for inspection)") from None

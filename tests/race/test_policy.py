@@ -279,14 +279,34 @@ def test_a_collapsed_run_is_not_replaced_and_enters_its_config_at_the_declared_s
     scores = {"base": [50.0, 53.0, 51.0], "a": [52.0, 54.0], "b": [52.0, 55.0, 50.0]}
     results = table(scores) + [stopped("a", 3, 7, score=0.0)]
     step = decide(results, RaceState(), spec(collapsed_score=0.0))
-    # seed 3 counts: the round is assessed at once (and a, far below the best with its 0, is eliminated)
-    assert step.state.round == 1 and step.state.eliminated == {"a": 0}
+    # seed 3 counts: the round is assessed at once. a is judged on its own spread (the pool leaves its collapse
+    # out), so one collapse in 3 seeds does not yet prove it worse than the best: it gets more seeds
+    assert step.state.round == 1 and step.state.eliminated == {}
     a = decisions(step)["a"]
+    assert a["sd_source"] == "sample" and decisions(step)["b"]["sd_source"] == "pooled"
     assert (a["seeds"], a["n"], a["collapse_steps"]) == (3, 3, [7])
     assert a["mean"] == pytest.approx((52.0 + 54.0 + 0.0) / 3)  # every training run of the config, as the summary
     # a failed run, by contrast, is replaced
     failed = decide(table(scores) + [RunResult("a", 3, "race", "failed", error="boom")], RaceState(), spec())
     assert failed.state.round == 0 and [(q.config, q.seed) for q in failed.runs] == [("a", 4)]
+
+
+def test_a_baseline_with_a_scored_collapse_is_judged_on_its_own_spread_not_the_pools():
+    """The pool leaves collapsed runs out; a baseline whose mean holds a collapse at 0 but whose SD came from the
+    working configs would make every config look better by a wide margin. Its own SD keeps the claim honest."""
+    scores = {"base": [50.0, 51.0], "a": [51.0, 52.0, 50.5], "b": [50.5, 51.5, 50.0]}
+    results = table(scores) + [stopped("base", 3, 9, score=0.0)]
+    rows = decisions(decide(results, RaceState(), spec(collapsed_score=0.0, min_seeds=3, max_seeds=3,
+                                                       confirm_seeds=0)))
+    base = np.array([50.0, 51.0, 0.0])
+    assert rows["base"]["mean"] == pytest.approx(base.mean()) and rows["base"]["sd_source"] == "sample"
+    sd, df = pooled_sd([np.array(v) for v in scores.values()])
+    for config in ("a", "b"):
+        arm = Arm(float(np.mean(scores[config])), 3, RunSD(sd, df, "pooled"))
+        own = compare_arms(arm, Arm(base.mean(), 3, RunSD(float(base.std(ddof=1)), 2, "sample")), 0.95)
+        pooled = compare_arms(arm, Arm(base.mean(), 3, RunSD(sd, df, "pooled")), 0.95)
+        assert pooled.p * 2 < 1e-5  # what the pool's SD would have claimed for it
+        assert rows[config]["verdict_baseline"] == "inconclusive" and own.p > 0.05
 
 
 def test_a_config_that_mostly_collapses_is_never_crowned_on_its_survivors():

@@ -160,3 +160,61 @@ def test_a_config_yaml_rewritten_in_place_is_typed_again_not_served_from_the_cac
     stat = run_dir.config.stat()
     os.utime(run_dir.config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a later write, surely
     assert RunRecord.read(run_dir).typed_config().learning_rate == 3e-5
+
+
+def test_a_baseline_judged_on_its_survivors_judges_no_config(tmp_path):
+    """A baseline seed stopped at its collapse leaves the baseline's mean to its survivors: every verdict against
+    it is withheld (the configs' own runs are fine), until the stopped seed has a score."""
+    rng = np.random.default_rng(6)
+    runs_of(tmp_path / "g", 1e-5, (1, 2, 3, 4), 1.0, rng)  # the baseline's survivors, far above the others
+    collapsed_seed(tmp_path / "g", 1e-5, 5, 8, stopped=True)
+    runs_of(tmp_path / "g", 2e-5, (1, 2, 3, 4, 5), 0.0, rng)
+    runs_of(tmp_path / "g", 3e-5, (1, 2, 3, 4, 5), -0.5, rng)
+    withheld = summary_of(tmp_path, tmp_path / "withheld", "--baseline", "lr=1e-05")
+    for label in ("lr=2e-05", "lr=3e-05"):
+        assert withheld.loc[label, "verdict"] == "withheld" and np.isnan(withheld.loc[label, "p_baseline"])
+        assert "the baseline's mean is of its seeds that did not collapse" in withheld.loc[label, "flags"]
+    assert withheld.loc["lr=1e-05", "n"] == 4
+    floored = summary_of(tmp_path, tmp_path / "floored", "--baseline", "lr=1e-05", "--collapsed-score", "0")
+    assert floored.loc["lr=1e-05", "n"] == 5
+    assert set(floored.loc[["lr=2e-05", "lr=3e-05"], "verdict"]) <= {"better", "worse", "inconclusive"}
+
+
+def test_a_comparison_with_no_spread_stays_in_the_holm_family(tmp_path):
+    """Runs that all score alike give no test; leaving the family would loosen every other config's Holm
+    adjustment. Such a comparison enters at p = 1 and says why."""
+    def constant(lr, score, seeds=(1, 2, 3)):
+        correct = np.zeros((30, 12), dtype=bool)
+        correct[:, : round(12 * score)] = True  # every run the same score on every problem
+        for seed in seeds:
+            write_run(tmp_path / "g", learning_rate=lr, seed=seed, correct=correct.copy())
+    constant(1e-5, 0.5)
+    constant(2e-5, 0.5)  # the same as the baseline on every run
+    rng = np.random.default_rng(7)
+    runs_of(tmp_path / "g", 3e-5, (1, 2, 3), 0.0, rng)
+    summary = summary_of(tmp_path, tmp_path / "out", "--baseline", "lr=1e-05")
+    flat = summary.loc["lr=2e-05"]
+    assert flat["p_baseline"] == 1 and flat["verdict"] == "inconclusive"
+    assert "no spread: its runs and the baseline's scored alike" in flat["flags"]
+    p = summary.loc["lr=3e-05", "p_baseline"]
+    assert summary.loc["lr=3e-05", "p_baseline_holm"] == pytest.approx(min(1.0, 2 * p))  # a family of two
+
+
+def test_pool_sd_leaves_a_config_with_a_scored_collapse_its_own_spread(tmp_path):
+    """The pooled SD leaves collapsed runs out; a config whose mean holds a collapse at 0 is judged on its own
+    SD, not on the working configs' narrow one."""
+    rng = np.random.default_rng(8)
+    runs_of(tmp_path / "g", 1e-5, (1, 2, 3, 4, 5, 6), 0.0, rng)
+    runs_of(tmp_path / "g", 3e-5, (1, 2, 3, 4, 5, 6), 0.0, rng)
+    runs_of(tmp_path / "g", 2e-5, (2, 3, 4, 5, 6), 0.2, rng)
+    collapsed_seed(tmp_path / "g", 2e-5, 1, 8, stopped=True)
+    summary = summary_of(tmp_path, tmp_path / "out", "--baseline", "lr=1e-05", "--collapsed-score", "0",
+                         "--pool-sd")
+    runs = pd.read_csv(tmp_path / "out" / "runs.csv")
+    collapsing = runs.loc[runs["label"] == "lr=2e-05", "avg_at_n"].fillna(0.0).to_numpy()
+    row = summary.loc["lr=2e-05"]
+    assert row["n"] == 6 and row["sd_source"] == "sample"
+    assert row["sd_used"] == pytest.approx(collapsing.std(ddof=1)) and row["sd_df"] == 5
+    assert "its own SD, not the pooled one" in row["flags"]
+    assert row["verdict"] == "inconclusive"
+    assert summary.loc["lr=3e-05", "sd_source"] == "pooled"

@@ -101,6 +101,11 @@ def satterthwaite_df(components: Sequence[tuple[float, float]]) -> float:
 def difference(delta: float, components: Sequence[tuple[float, float]], level: float) -> Comparison:
     """A difference with SE^2 = sum of (variance, df) components, Satterthwaite df, t-interval, two-sided p."""
     var = sum(v for v, _ in components)
+    if components and var == 0 and all(d > 0 for _, d in components):
+        # every run of both arms scored alike (or every per-seed difference is equal): no spread to test with.
+        # p = 1 keeps the comparison in its Holm family (leaving it would loosen the others' adjustment) and
+        # claims nothing; there is no interval
+        return Comparison(delta, 0.0, math.nan, math.nan, math.nan, math.nan, 1.0, level)
     se = math.sqrt(var) if var > 0 else math.nan
     df = satterthwaite_df(components)
     if not se > 0 or not df > 0:

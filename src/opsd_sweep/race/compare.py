@@ -3,7 +3,8 @@
 The unit of replication is the training run and the benchmark's problems are held fixed, as in the
 summary's verdicts (inference.stats): a difference of two configs is a difference of mean run scores.
 Within a round every live config shares one pooled run-to-run variance (equal-variance assumption;
-it buys degrees of freedom when configs have 3-5 runs).
+it buys degrees of freedom when configs have 3-5 runs), except a config with a scored collapse: the pool leaves
+collapsed runs out, so that config is judged on its own spread (Welch).
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ class ConfigSummary:
     def mean(self) -> float:
         return float(self.scores.mean())
 
+    def sd(self, pooled: "Pooled") -> RunSD:
+        """The run-to-run SD this config is judged with: the pooled one, except for a config with a scored
+        collapse, whose spread the pool leaves out (equal variance does not hold for it): its own."""
+        collapsed = self.pool_scores is not None and self.pool_scores.size < self.n
+        if collapsed and self.n > 1:
+            return RunSD(float(self.scores.std(ddof=1)), self.n - 1, "sample")
+        return RunSD(pooled.var**0.5, pooled.df, "pooled")
+
 
 @dataclass(frozen=True)
 class Pooled:
@@ -64,7 +73,8 @@ class Pooled:
 
 def compare(arm: ConfigSummary, ref: ConfigSummary, pooled: Pooled, level: float, *, paired: bool = False
             ) -> Comparison:
-    """arm - ref with SE^2 = pooled var (1/R_arm + 1/R_ref), df of the pool; two-sided p. The summary's
+    """arm - ref with SE^2 = pooled var (1/R_arm + 1/R_ref), df of the pool (Welch where an arm has a scored
+    collapse: ConfigSummary.sd); two-sided p. The summary's
     comparison of two arms sharing the pooled SD (inference.arms), so race and summary test alike.
     `paired` (pairing=seed): the mean of the per-seed differences over the seeds both ran, paired t, as the
     summary's --pairing seed (inference.pairing); with fewer than 2 common seeds, the unpaired comparison."""
@@ -72,5 +82,4 @@ def compare(arm: ConfigSummary, ref: ConfigSummary, pooled: Pooled, level: float
         pairing = paired_by_seed(dict(zip(arm.seed_ids, arm.scores)), dict(zip(ref.seed_ids, ref.scores)), level)
         if pairing.paired:
             return pairing.comparison
-    sd = RunSD(pooled.var**0.5, pooled.df, "pooled")
-    return compare_arms(Arm(arm.mean, arm.n, sd), Arm(ref.mean, ref.n, sd), level)
+    return compare_arms(Arm(arm.mean, arm.n, arm.sd(pooled)), Arm(ref.mean, ref.n, ref.sd(pooled)), level)

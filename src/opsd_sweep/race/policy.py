@@ -28,7 +28,7 @@ A collapsed run (opsd_sweep.collapse) is a finding, not a failure: it counts as 
 and is not replaced. As in the summary, a run stopped at its collapse (train.stop_on_collapse) enters at the
 declared collapsed_score; with none declared it has no score, and its config leaves the race (judged on the
 seeds that did not collapse, a config that mostly collapses could win). A collapsed run keeps its score in
-its config's mean, but stays out of the pooled run-to-run SD.
+its config's mean, but stays out of the pooled run-to-run SD; its config is then judged on its own SD (Welch).
 """
 
 from __future__ import annotations
@@ -320,14 +320,16 @@ def assess(summaries: dict[str, ConfigSummary], spec: RaceSpec, round_: int, pha
     upper = {c: cmp.delta + t_ppf(1 - s.eliminate_alpha, cmp.df) * cmp.se for c, cmp in vs_base.items()}
     rows = []
     for config, summ in summaries.items():
-        ci = t_interval(summ.scores, level, sd=math.sqrt(pooled.var), df=pooled.df)
+        sd = summ.sd(pooled)
+        ci = t_interval(summ.scores, level, sd=sd.value, df=sd.df)
         anchor = (welch_vs_anchor(summ.scores, spec.anchor.mean, spec.anchor.sd, spec.anchor.n,
-                                  1 - s.anchor_alpha, sd=math.sqrt(pooled.var), df=pooled.df)
+                                  1 - s.anchor_alpha, sd=sd.value, df=sd.df)
                   if spec.anchor is not None else None)
         runs, gpu_hours = spent(results, config)
         rows.append(_clean({
             "type": "decision", "round": round_, "phase": phase, "config": config, "n": summ.n, "mean": summ.mean,
             "ci": [ci.low, ci.high], "half_width": (ci.high - ci.low) / 2, "pooled_sd": math.sqrt(pooled.var),
+            "sd_source": sd.source,
             "seeds": summ.seeds, "collapse_steps": list(summ.collapse_steps),
             "best": config == best, "baseline": config == spec.baseline,
             "delta_best": vs_best[config].delta if config in vs_best else None,

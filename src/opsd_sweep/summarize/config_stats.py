@@ -16,6 +16,7 @@ import pandas as pd
 
 from opsd_sweep.summarize.collapses import WITHHELD
 from opsd_sweep.summarize.collect import is_base_model
+from opsd_sweep.summarize.metric_scope import check_metric_scope
 from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.arms import Anchor, Arm, RunSD, anchor_arm, compare_arms, run_sd
@@ -162,14 +163,16 @@ def describe_configs(usable: pd.DataFrame, metric: str, s: SummarySettings, pool
         scores = group[metric].to_numpy(float)
         n = scores.size
         sample = float(scores.std(ddof=1)) if n > 1 else math.nan
-        sd = run_sd(n, sample, pool, s.pool_sd, s.assumed_sd)
+        # the pool leaves collapsed runs out (pool_runs), so a config with scored collapses keeps its own spread
+        collapses = n > 1 and s.pool_sd and "collapse_step" in group and bool(group["collapse_step"].notna().any())
+        sd = RunSD(sample, n - 1, "sample") if collapses else run_sd(n, sample, pool, s.pool_sd, s.assumed_sd)
         ci = stats.t_interval(scores, s.level, sd=sd.value, df=sd.df)
         low, high = stats.bounded(ci.low, ci.high, stats.SCORE_BOUNDS) if stats.is_percent_score(metric) \
             else (ci.low, ci.high)
         row = {"label": label, **{c: group[c].iloc[0] for c in axes},
                "external": bool(group["external"].any()), "simulated": bool(group["simulated"].any()),
                "n": n, "mean": ci.estimate, "sd": sample, "se": ci.se, "sd_used": sd.value, "sd_df": sd.df,
-               "sd_source": sd.source, "ci_low": low, "ci_high": high}
+               "sd_source": sd.source, "ci_low": low, "ci_high": high, "own_sd_for_collapses": collapses}
         row |= noise_split(group, scores, metric, s.level)
         if "n_samples" in group and group["n_samples"].notna().any():
             ks = sorted({int(k) for k in group["n_samples"].dropna()})  # eval.n_samples=auto: runs may differ
@@ -414,6 +417,7 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
             declared_baselines: Sequence[str] = ()) -> Analysis:
     """All per-config statistics for the metric `s.metric`, sorted by mean. `declared_baselines`: labels
     of the in-sweep baselines the sweeps' races declared (what --baseline auto falls back on)."""
+    check_metric_scope(runs, s.metric)  # a metric whose meaning changes with the runs' K is refused
     usable = usable_runs(runs, s.metric, s.collapsed_score)
     withheld = withheld_configs(runs, s.collapsed_score)
     if usable.empty:
@@ -428,14 +432,16 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     baseline, how = select_baseline(table, s.baseline, declared_baselines)
     references = {}
     pairings = {}
+    # a baseline judged on its survivors (seeds stopped at their collapse, no score) judges no one
+    survivors_baseline = baseline in withheld
     if baseline is not None:
         references["baseline"] = arm_of(table.set_index("label").loc[baseline])
-        if s.pairing == "seed":
+        if s.pairing == "seed" and not survivors_baseline:
             pairings = seed_pairings(usable, s.metric, baseline, s.level, skip=set(withheld))
             table = table.join(pairing_columns(table, pairings))
-        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, s.alpha,
-                                      skip={baseline, *withheld}, percent=stats.is_percent_score(s.metric),
-                                      paired=pairings))
+        skip = set(table["label"]) if survivors_baseline else {baseline, *withheld}
+        table = table.join(compare_to(table, references["baseline"], "baseline", s.level, s.alpha, skip=skip,
+                                      percent=stats.is_percent_score(s.metric), paired=pairings))
         table["vs_baseline"] = [_compared_how(label, baseline, pairings) for label in table["label"]]
     if anchor is not None:  # the anchor has no seeds of ours: never paired
         references["anchor"] = anchor_arm(anchor, pool, s.pool_sd, s.assumed_sd, s.pool_anchor)
@@ -445,7 +451,8 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     family = max(1, int(table[f"p_{reference}"].notna().sum())) if reference else 1
     if reference is not None:
         table["verdict"] = [("baseline" if row["label"] == baseline else WITHHELD if row["label"] in withheld
-                             else row[f"verdict_{reference}"]) for _, row in table.iterrows()]
+                             or (reference == "baseline" and survivors_baseline) else row[f"verdict_{reference}"])
+                            for _, row in table.iterrows()]
         table["verdict_vs"] = "in-sweep baseline" if reference == "baseline" else "anchor"
         shared = references["anchor"].sd if reference == "anchor" and s.pool_anchor else None
         table["verdict_sd"] = [f"SD of the differences over {int(row['paired_n'])} paired seeds"
@@ -455,7 +462,7 @@ def analyse(runs: pd.DataFrame, s: SummarySettings, anchor: Anchor | None,
     psd = power_sd(s, pool)
     if reference is not None:
         table = table.join(power_columns(table, s, reference, baseline, anchor, psd, family))
-    table["flags"] = flags(table, baseline, withheld, pairings)
+    table["flags"] = flags(table, baseline, withheld, pairings, survivors_baseline)
     table = table.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
     power = sweep_power(usable, s, reference, anchor, psd, family, pool_info)
     pairing = pairing_advice(pairings, s, psd) if pairings else {}
@@ -485,10 +492,12 @@ def _sd_words(row: pd.Series, shared: RunSD | None = None) -> str:
 
 
 def flags(table: pd.DataFrame, baseline: str | None, withheld: dict[str, int],
-          pairings: dict[str, SeedPairing] | None = None) -> list[str]:
+          pairings: dict[str, SeedPairing] | None = None, survivors_baseline: bool = False) -> list[str]:
     """Per config: simulated / external data, 1-run SD assumption, winner's curse on the top mean, seeds
-    stopped at their collapse with no score (its verdict withheld), and under pairing=seed the seeds its
-    paired comparison dropped or, with too few common seeds, that it was compared unpaired."""
+    stopped at their collapse with no score (its verdict withheld; every verdict against a baseline that has
+    such seeds too), no spread to test with, its own SD where collapses keep it out of the pool, and under
+    pairing=seed the seeds its paired comparison dropped or, with too few common seeds, that it was compared
+    unpaired."""
     contenders = table[table["label"] != baseline]
     top = contenders["mean"].idxmax() if len(contenders) >= 2 else None
     out = []
@@ -507,6 +516,13 @@ def flags(table: pd.DataFrame, baseline: str | None, withheld: dict[str, int],
             marks.append(f"verdict withheld: {withheld[row['label']]} seed(s) stopped at their collapse have no "
                          "score, the mean is of the others; --collapsed-score 0 scores them, or rerun them with "
                          "train.stop_on_collapse=false")
+        elif survivors_baseline and row["label"] != baseline:
+            marks.append("verdict withheld: the baseline's mean is of its seeds that did not collapse")
+        if row.get("p_baseline") == 1 and row.get("baseline_low") != row.get("baseline_low"):
+            marks.append("no spread: its runs and the baseline's scored alike, no test (in the Holm family at "
+                         "p = 1)")
+        if row.get("own_sd_for_collapses"):
+            marks.append("its own SD, not the pooled one: its collapses break the pool's equal variance")
         if (pairing := (pairings or {}).get(row["label"])) is not None:
             marks.extend(_pairing_marks(pairing))
         out.append("; ".join(marks))
