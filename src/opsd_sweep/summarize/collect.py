@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from opsd_sweep.summarize.checkpoints import step_of
 from opsd_sweep.summarize.collapses import collapse_columns
+from opsd_sweep.summarize.metric_scope import problem_set
 from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.inference.design import stratified_score
 from opsd_sweep.run.keys import EVAL_ONLY
@@ -193,6 +194,7 @@ def read_run(record: RunRecord, run_id: str) -> tuple[dict, list[tuple]]:
     if record.evaluation is not None:
         row |= eval_metrics(record.evaluation)
         row["eval_backend"] = record.evaluation.get("backend")
+        row["problem_set"], row["problem_words"] = problem_set(record.evaluation)
         row["eval_problem"] = record.eval_problem
         try:
             run_samples = sample_rows(run_id, record.evaluation)

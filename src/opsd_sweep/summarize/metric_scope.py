@@ -21,10 +21,16 @@ training, and the verdicts would call it one. The fix named is to summarise each
 group), or to compare on avg_at_n. pass_at_k over such a sweep follows the pass_at_k rule above.
 
 Runs without a recorded K (external CSV results) are not checked: their K is unknown here.
+
+A score over the whole eval (a metric without a `<benchmark>.` prefix) means the same only over the same
+problems: runs evaluated on other problems (an eval suite's tuning + locked sets beside runs of the tuning
+set alone, another eval.max_problems) are refused too, naming each problem set and where its runs are.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 import pandas as pd
@@ -39,6 +45,8 @@ def check_metric_scope(runs: pd.DataFrame, metric: str) -> None:
     """Raise ValueError naming the metric, the K values found (by config), why and the fix, when `metric`
     cannot be compared over the counted runs of `runs` (collect's runs table) at their K; else return."""
     name = metric.rsplit(".", 1)[-1]  # an eval suite's `<benchmark>.<metric>` is judged by its metric
+    if "." not in metric:
+        check_one_problem_set(runs, metric)
     runs = counted_runs_with_k(runs)
     if runs.empty:
         return
@@ -48,6 +56,38 @@ def check_metric_scope(runs: pd.DataFrame, metric: str) -> None:
         check_one_k(runs, metric)
     elif match := PASS_AT.fullmatch(name):
         check_enough_samples(runs, metric, int(match.group(1)))
+
+
+def problem_set(evaluation: dict) -> tuple[str, str]:
+    """(a digest of the problems an eval.json scored, what they are in words: 'tiny-arith-heldout (32) +
+    tiny-arith-locked (27)'). A suite names a problem '<benchmark>/<id>', a single benchmark '<id>': both
+    are read as (benchmark, id)."""
+    pairs, sizes = [], {}
+    for index, problem in enumerate(evaluation.get("problems") or []):
+        benchmark = str(problem.get("benchmark") or evaluation.get("dataset") or "")
+        pairs.append((benchmark, str(problem.get("id", index)).removeprefix(f"{benchmark}/")))
+        sizes[benchmark] = sizes.get(benchmark, 0) + 1
+    digest = hashlib.sha1(json.dumps(sorted(pairs)).encode()).hexdigest()[:12]
+    return digest, " + ".join(f"{name or 'problems'} ({count})" for name, count in sizes.items())
+
+
+def check_one_problem_set(runs: pd.DataFrame, metric: str) -> None:
+    """A whole-eval score: every counted run with it must have scored the same problems."""
+    if "problem_set" not in runs.columns or metric not in runs.columns:
+        return
+    counted = runs[runs["counts"].astype(bool)] if "counts" in runs.columns else runs
+    counted = counted[counted["problem_set"].notna() & counted[metric].notna()]
+    if counted["problem_set"].nunique() < 2:
+        return
+    where = []
+    for _, group in counted.groupby("problem_set", sort=False):
+        folders = ", ".join(sorted(set(group["source"]))) if "source" in group.columns else "?"
+        where.append(f"{group['problem_words'].iloc[0]}: {len(group)} run(s) in {folders}")
+    raise ValueError(
+        f"--metric {metric}: the runs scored {len(where)} different sets of problems; {'; '.join(where)}. A score "
+        "over other problems is another quantity, so these runs cannot be compared on it. Summarise each set "
+        "apart (give the summary the folders of one set, e.g. make summary RESULTS=<folder>), or compare an "
+        "eval suite's runs on one benchmark's own metric (--metric <benchmark>.avg_at_n).")
 
 
 def counted_runs_with_k(runs: pd.DataFrame) -> pd.DataFrame:
