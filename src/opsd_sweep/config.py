@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -272,6 +273,7 @@ STRATEGIES = ("ddp", "fsdp")  # launchers/accelerate/<strategy>.yaml, passed by 
 EVAL_CHECKPOINTS = ("final", "all", "race")
 ALLOCATIONS = ("uniform", "neyman")  # eval.allocation (opsd_sweep.evaluate.sampling_plan)
 AUTO = "auto"  # eval.n_samples=auto
+SEED_RANGE = (0, 2**32 - 1)  # numpy's and torch's seeds: anything else fails inside the run, after its dir exists
 
 CHOICES = {
     "model.dtype": ("bfloat16", "float32", "float16"),
@@ -362,6 +364,11 @@ def validate(run: RunConfig) -> list[str]:
         value = get_dotted(run, key)
         need(value in allowed, f"{key}={value!r} is not one of {list(allowed)}")
     need(run.learning_rate > 0, f"learning_rate={run.learning_rate} must be > 0 (e.g. learning_rate=5e-6)")
+    need(SEED_RANGE[0] <= run.seed <= SEED_RANGE[1],
+         f"seed={run.seed} must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}] (numpy's and torch's seed range), e.g. seed=1")
+    for key, limit in (("data.max_problems", run.data.max_problems), ("eval.max_problems", run.eval.max_problems)):
+        need(limit is None or limit >= 1, f"{key}={limit} must be >= 1 (the first N problems) or null (all of them); "
+                                          f"e.g. {key}=8 or {key}=null")
     group = Path(run.group)
     need(run.group not in ("", ".") and not group.is_absolute() and ".." not in group.parts,
          f"group={run.group!r} must name a folder inside results_root ({run.results_root}): a relative path "
@@ -479,6 +486,22 @@ def _check_strategy(run: RunConfig) -> list[str]:
 def is_sample_count(value: Any) -> bool:
     """A declared K: a whole number >= 1 (not a bool, not a float)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def collapsed_score_problems(key: str, score: Optional[float], metric: str,
+                             bounds: Optional[tuple[float, float]]) -> list[str]:
+    """A run stopped at its collapse enters the statistics at `score` (summary --collapsed-score,
+    hydra.sweeper.collapsed_score), so it must be a score a run could get: finite, and within `bounds` (a percent
+    metric's [0, 100]; None: unbounded). 150 on a percent score would rank a collapsing config above every other."""
+    if score is None:
+        return []
+    fix = f"e.g. {key}=0 (a collapsed run solves nothing), or null (such runs have no score)"
+    if not math.isfinite(score):
+        return [f"{key}={score} must be a finite score; use {fix}"]
+    if bounds is not None and not bounds[0] <= score <= bounds[1]:
+        low, high = bounds
+        return [f"{key}={score:g} is outside [{low:g}, {high:g}], the possible scores of {metric}; use {fix}"]
+    return []
 
 
 def _check_sampling_plan(e: EvalConfig) -> list[str]:

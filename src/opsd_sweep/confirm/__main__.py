@@ -40,7 +40,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         "best mean among the configs that are not the baseline)")
     parser.add_argument("--baseline", default="auto", help="the in-sweep baseline, as the summary's --baseline "
                         "(default auto: the untrained base model)")
-    parser.add_argument("--seeds", type=int, help="fresh seeds per arm (default: the summary's seeds advice, else 3)")
+    parser.add_argument("--seeds", type=int, help="fresh seeds per arm, at least 2 (left out: the summary's seeds "
+                        "advice, else 3)")
     parser.add_argument("--locked", default="eval=aime25", help="overrides naming the locked benchmark: an eval "
                         "group, e.g. 'eval=aime25' (its dataset; the sweep's sampling protocol stays)")
     parser.add_argument("--metric", help="score column, as the summary's --metric (default conf/summary.yaml)")
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
+    if args.seeds is not None:  # a declared count is refused before the sweep is read, not read as "the advice"
+        plan.check_seed_count(args.seeds)
     results_dir = Path(args.results_dir)
     roots = plan.sweep_roots(results_dir)
     flags = ["--baseline", args.baseline, "--anchor", "none", "--no-plots"]
@@ -70,7 +73,8 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     analysis = analyse(collection.runs, settings, None)
     chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config)
     arms = {role: plan.make_arm(role, label, analysis) for role, label in (("config", chosen), ("baseline", baseline))}
-    count, seeds_how = (args.seeds, "declared with --seeds") if args.seeds else plan.default_seed_count(analysis)
+    count, seeds_how = ((args.seeds, "declared with --seeds") if args.seeds is not None
+                        else plan.default_seed_count(analysis))
     largest = plan.largest_seed(collection)
     seeds = plan.fresh_seeds(largest, count)
 

@@ -111,10 +111,16 @@ def largest_seed(collection: Collection) -> int:
     return int(pd.to_numeric(runs["cfg.seed"], errors="coerce").max())
 
 
+def check_seed_count(count: int) -> None:
+    """Seeds per arm, declared (--seeds) or advised: 0 is no request for the advice (leave --seeds out for it)."""
+    if count < 2:
+        raise ConfirmError(f"--seeds {count}: a paired interval needs at least 2 seeds per arm; use e.g. --seeds 3, "
+                           "or leave --seeds out for the summary's seeds advice (else 3)")
+
+
 def fresh_seeds(largest: int, count: int) -> list[int]:
     """`count` seeds above every seed of the sweep: largest + 1, ..., largest + count."""
-    if count < 2:
-        raise ConfirmError(f"--seeds {count}: a paired interval needs at least 2 seeds per arm, e.g. --seeds 3")
+    check_seed_count(count)
     return list(range(largest + 1, largest + 1 + count))
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from opsd_sweep.config import SEED_RANGE, collapsed_score_problems
 from opsd_sweep.inference.arms import Anchor
 from opsd_sweep.inference.pairing import PAIRINGS
+from opsd_sweep.inference.stats import SCORE_BOUNDS
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,26 @@ class RaceSettings:
                        "the seeds both configs ran)")
         if self.max_failures < 1:
             out.append(f"max_failures={self.max_failures} must be >= 1")
+        # RaceSettings does not carry hydra.sweeper.metric (it is read beside them, and the settings are the
+        # race.jsonl header a resume compares): the race's metrics are percentages (avg_at_n by default), so a
+        # collapsed run's score is held to [0, 100]
+        out += collapsed_score_problems("collapsed_score", self.collapsed_score,
+                                        "hydra.sweeper.metric (a percentage: avg_at_n by default)", SCORE_BOUNDS)
+        out += self._first_seed_problems()
         return out
+
+    def _first_seed_problems(self) -> list[str]:
+        """Every seed the race may draw must be one numpy and torch take. It draws first_seed, first_seed + 1, ...:
+        each config's race seeds (max_seeds, failed ones replaced until max_failures), then the confirmation's above
+        them (a confirmation with more failures draws further; each run's own check refuses such a seed before
+        it runs)."""
+        drawn = self.max_seeds + self.confirm_seeds + 2 * self.max_failures
+        low, high = SEED_RANGE[0], SEED_RANGE[1] - drawn + 1
+        if low <= self.first_seed <= high:
+            return []
+        return [f"first_seed={self.first_seed} must be in [{low}, {high}]: the race draws up to {drawn} seeds from it "
+                f"(max_seeds + confirm_seeds + 2 x max_failures) and each must be in [{SEED_RANGE[0]}, "
+                f"{SEED_RANGE[1]}] (numpy's and torch's seed range); e.g. first_seed=1"]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from typing import Optional
 from omegaconf import MISSING, OmegaConf
 
 from opsd_sweep import CONF_DIR
+from opsd_sweep.config import collapsed_score_problems
+from opsd_sweep.inference import stats
 from opsd_sweep.inference.arms import Anchor
 from opsd_sweep.inference.pairing import PAIRINGS  # how a config meets the baseline: independent arms or by seed
 
@@ -60,6 +62,9 @@ def load_settings(overrides: dict) -> SummarySettings:
         problems.append(f"assumed_sd={settings.assumed_sd} must be > 0 (points), e.g. 3.5, or null (none declared)")
     if unknown := [kind for kind in settings.pool_include if kind not in POOL_OPT_INS]:
         problems.append(f"pool_include={unknown} is not among {list(POOL_OPT_INS)}, e.g. [external]")
+    bounds = stats.SCORE_BOUNDS if stats.is_percent_score(settings.metric) else None
+    problems.extend(collapsed_score_problems("collapsed_score", settings.collapsed_score,
+                                             f"{settings.metric} (a percentage)", bounds))
     if settings.larger_k < 2:
         problems.append(f"larger_k={settings.larger_k} must be >= 2 samples per problem, e.g. 64")
     if settings.pairing not in PAIRINGS:
