@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from opsd_sweep.config import load_run_config
+from opsd_sweep.evaluate.evaluator import summary_line
 from opsd_sweep.evaluate.standalone import evaluate_standalone
 from opsd_sweep.summary import main as summary_main
 from tests.conftest import compose
@@ -62,6 +63,12 @@ def test_eval_json_keeps_each_benchmark_and_pools_over_all_problems(suite_runs):
         union = np.concatenate(list(correct.values()))
         assert result["metrics"]["pooled"] == result["metrics"]["avg_at_n"] == pytest.approx(100 * union.mean())
         assert result["n_problems"] == 10
+        # the console line names every benchmark its pooled score is over, then each one's own
+        line = summary_line(result)
+        assert line.startswith(f"left + right (pooled, 10 problems): avg@{result['n_samples']} "
+                               f"{result['metrics']['avg_at_n']:.2f}")
+        assert line.endswith(f"; left avg@{result['n_samples']} {result['benchmarks']['left']['avg_at_n']:.2f}; "
+                             f"right avg@{result['n_samples']} {result['benchmarks']['right']['avg_at_n']:.2f}")
 
 
 def test_summary_tests_the_pooled_score_over_the_union(suite_runs, tmp_path):

@@ -247,12 +247,16 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
 
 
 def summary_line(result: dict) -> str:
-    """One line of scores; an allocated evaluation's pass@k is at its smallest per-problem count (metrics.py)."""
+    """One line of scores; an allocated evaluation's pass@k is at its smallest per-problem count (metrics.py).
+    A suite's scores are over all its benchmarks' problems: the line names them all, then each one's avg@n."""
     m, n = result["metrics"], result["n_samples"]
     k = max(map(int, m["pass_at_k"]))
-    return (f"{result['dataset']}: avg@{n} {m['avg_at_n']:.2f}  pass@{k} {m['pass_at_k'][str(k)]:.2f}  "
+    suite = result.get("benchmarks") or {}
+    name = f"{' + '.join(suite)} (pooled, {result['n_problems']} problems)" if suite else result["dataset"]
+    each = "".join(f"; {b} avg@{n} {v['avg_at_n']:.2f}" for b, v in suite.items())
+    return (f"{name}: avg@{n} {m['avg_at_n']:.2f}  pass@{k} {m['pass_at_k'][str(k)]:.2f}  "
             f"maj@{n} {m['maj_at_n']:.2f}  format {m['format_rate']:.1f}%  "
-            f"truncated {m['truncation_rate']:.1f}%  mean tokens {m['mean_tokens']:.0f}")
+            f"truncated {m['truncation_rate']:.1f}%  mean tokens {m['mean_tokens']:.0f}{each}")
 
 
 def evaluate_run(run: RunConfig, run_dir: RunDir, checkpoint: Path | None,
