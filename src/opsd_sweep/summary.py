@@ -10,6 +10,7 @@ conf/summary.yaml; every key is a flag here.
 from __future__ import annotations
 
 import argparse
+import glob
 from dataclasses import replace
 from pathlib import Path
 
@@ -80,10 +81,14 @@ def main(argv: list[str] | None = None) -> None:
         settings = parse_args(argv)
         # a bad anchor name fails before the scan; auto needs the runs
         anchor = None if settings.anchor == AUTO else load_anchor(settings.anchor)
-    except ValueError as err:
+        collection = collect(settings.roots, settings.external, progress=lambda it: tqdm(it, desc="reading run dirs"))
+    except ValueError as err:  # a bad setting, or an --external CSV that cannot be read (collect.read_external)
         raise SystemExit(str(err)) from None
     out = Path(settings.out or settings.roots[0])
-    collection = collect(settings.roots, settings.external, progress=lambda it: tqdm(it, desc="reading run dirs"))
+    if collection.runs.empty and (missing := [r for r in settings.roots if not glob.has_magic(r)
+                                              and not Path(r).expanduser().exists()]):
+        raise SystemExit(f"no results root at {', '.join(missing)}: give the folder a sweep wrote (results_root, "
+                         "default results/, or OPSD_RESULTS), e.g. results/<group>")
     if collection.runs.empty:
         unreadable = "".join(f"\n  {r.path}: {r.reason}" for r in collection.skipped.head(5).itertuples())
         raise SystemExit(f"no readable run directories under {settings.roots} ({len(collection.skipped)} skipped)"

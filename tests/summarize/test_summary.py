@@ -148,6 +148,7 @@ def test_auto_anchor_is_the_one_the_runs_were_configured_with(tmp_path):
     (["--baseline", "cfg.learning_rate=7e-06"], "matches 0 configs"),
     (["--baseline", "warmup=0.1"], "'warmup' is not a key that differs between the configs"),
     (["--metric", "avg_at_64"], "metric 'avg_at_64' is in no run; use one of"),
+    (["--metric", "cfg.learning_rate"], "metric 'cfg.learning_rate' is in no run; use one of"),
     (["--alpha", "5"], "alpha=5.0 must be in (0, 1)"),
     (["--anchor", "nowhere"], "anchor 'nowhere'"),
 ])
@@ -158,8 +159,25 @@ def test_bad_settings_fail_with_the_fix(sweep, tmp_path, args, message):
 
 
 def test_no_runs_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="no results root at .*nowhere: give the folder a sweep wrote"):
+        main([str(tmp_path / "nowhere"), "--out", str(tmp_path)])
+    (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="no readable run directories"):
         main([str(tmp_path / "empty"), "--out", str(tmp_path)])
+
+
+def test_a_sweep_whose_runs_all_failed_says_so_not_that_the_metric_is_missing(tmp_path):
+    for seed in (1, 2):
+        write_run(tmp_path / "g", learning_rate=1e-5, seed=seed, correct=None, state="failed")
+    with pytest.raises(SystemExit, match=r"no run finished with scores that count \(2 failed\)"):
+        main([str(tmp_path), "--out", str(tmp_path / "out"), "--no-plots"])
+
+
+def test_the_metric_list_offers_scores_not_config_values(sweep, tmp_path):
+    with pytest.raises(SystemExit) as err:
+        main([str(sweep), "--out", str(tmp_path), "--no-plots", "--metric", "not_a_score"])
+    offered = str(err.value).split("use one of ", 1)[1]
+    assert "avg_at_n" in offered and "mean_tokens" in offered and "cfg." not in offered
 
 
 def test_other_metric_skips_the_anchor_and_pairing(sweep, tmp_path):

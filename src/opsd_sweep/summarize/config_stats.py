@@ -47,14 +47,31 @@ def usable_runs(runs: pd.DataFrame, metric: str, collapsed_score: float | None =
     """The runs that count (collect's `counts`: run.record.RunRecord.left_out) with a value of the metric,
     and, when `collapsed_score` is declared, the runs stopped at their collapse scored at it. Raises naming
     the available metrics when the metric is absent."""
-    if metric not in runs.columns:
-        known = [c for c in runs.columns if c.startswith(("avg_at", "pass_at", "maj_at")) or c.endswith("_rate")]
-        raise ValueError(f"metric {metric!r} is in no run; use one of {known} (--metric)")
-    usable = runs[runs["counts"].astype(bool) & runs[metric].notna()]
+    counted = runs["counts"].astype(bool)
+    if not counted.any():
+        states = ", ".join(f"{n} {state}" for state, n in runs["state"].value_counts().items())
+        raise ValueError(f"no run finished with scores that count ({states}): nothing to compare yet; runs.csv "
+                         "lists each run's state and why it is left out")
+    if metric not in runs.columns or metric.startswith(NOT_SCORES):
+        raise ValueError(f"metric {metric!r} is in no run; use one of {metric_columns(runs)} (--metric)")
+    usable = runs[counted & runs[metric].notna()]
     stopped = runs[runs["state"] == "collapsed"]
     if collapsed_score is None or stopped.empty:
         return usable.copy()
     return pd.concat([usable, stopped.assign(**{metric: float(collapsed_score)})])
+
+
+NOT_SCORES = ("cfg.", "id.")  # a run's config values and input identities (cfg.learning_rate ends in _rate too)
+
+
+def metric_columns(runs: pd.DataFrame) -> list[str]:
+    """The evaluator's scores in collect's runs table (an eval suite's `<benchmark>.<metric>` too): what
+    --metric is told to pick from."""
+    def is_metric(column: str) -> bool:
+        name = column.rsplit(".", 1)[-1]
+        return not column.startswith(NOT_SCORES) and (name.startswith(("avg_at", "pass_at", "maj_at"))
+                                                      or name.endswith("_rate") or name in ("pooled", "mean_tokens"))
+    return [c for c in runs.columns if is_metric(c)]
 
 
 def withheld_configs(runs: pd.DataFrame, collapsed_score: float | None) -> dict[str, int]:
