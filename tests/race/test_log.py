@@ -67,3 +67,24 @@ def test_the_log_restores_state_and_runs_and_refuses_another_race(tmp_path):
     other = dataclasses.replace(spec, configs=("a", "b", "c"))
     with pytest.raises(ValueError, match="logs another race .* group=<name>"):
         log.start_or_resume(other, "avg_at_n")
+
+
+def test_changed_settings_on_resume_are_said_and_a_finished_race_is_not_reopened(tmp_path, caplog):
+    spec = RaceSpec(("a", "b"), "a", None, RaceSettings(**SETTINGS))
+    log = RaceLog(tmp_path / "race.jsonl")
+    log.start_or_resume(spec, "avg_at_n")
+    log.append(RaceState(round=2).to_record())
+    more = dataclasses.replace(spec, settings=dataclasses.replace(spec.settings, max_seeds=spec.settings.max_seeds + 2))
+    with caplog.at_level("WARNING", logger="opsd_sweep.race.log"):
+        log.start_or_resume(more, "avg_at_n")
+    assert f"(max_seeds {spec.settings.max_seeds} -> {spec.settings.max_seeds + 2}); they apply from round 2 on" in caplog.text
+    log.append(RaceState(round=3, phase="done", stop_reason="max_seeds: 8 seeds per config").to_record())
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="opsd_sweep.race.log"):
+        assert log.start_or_resume(spec, "avg_at_n")[0].phase == "done"
+    assert "but this race has ended (max_seeds: 8 seeds per config): a finished race is not reopened" in caplog.text
+    assert "group=<name>" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="opsd_sweep.race.log"):
+        log.start_or_resume(spec, "avg_at_n")  # the same settings again: nothing to say
+    assert "settings changed" not in caplog.text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from opsd_sweep.race.policy import RaceState, RunResult
 from opsd_sweep.race.results import read_run_result
 from opsd_sweep.race.settings import RaceSpec
 from opsd_sweep.run.rundir import utc_now
+
+log = logging.getLogger(__name__)
 
 
 class RaceLog:
@@ -64,14 +67,25 @@ class RaceLog:
             raise ValueError(f"{self.path} logs another race (configs {old.get('configs')}, baseline "
                              f"{old.get('baseline')!r}, metric {old.get('metric')!r}); give this race its own "
                              f"folder with group=<name>, or move that file away to start over")
+        states = [r for r in records if r["type"] == "state"]
+        state = RaceState.from_record(states[-1]) if states else RaceState()
         latest = [r for r in records if r["type"] in ("race", "resume")][-1]
         if latest.get("settings") != header["settings"]:
             self.append(header | {"type": "resume", "note": "settings changed on resume"})
-        states = [r for r in records if r["type"] == "state"]
-        state = RaceState.from_record(states[-1]) if states else RaceState()
+            log.warning(settings_change(latest.get("settings") or {}, header["settings"], state))
         runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r["type"] == "run"}
         results = [_reread(r, metric, spec.settings.collapsed_score) for r in runs.values()]
         return state, results
+
+
+def settings_change(old: dict, new: dict, state: RaceState) -> str:
+    """What a user is told when a race resumes under other settings: which changed, and whether they act."""
+    changed = ", ".join(f"{key} {old.get(key)} -> {value}" for key, value in new.items() if old.get(key) != value)
+    if state.phase == "done":
+        # more seeds after the stop would be looks the race never planned: its claims would not hold their level
+        return (f"race: settings changed ({changed}), but this race has ended ({state.stop_reason}): a finished "
+                "race is not reopened, so they change nothing. To race again, give it its own folder: group=<name>")
+    return f"race: settings changed on resume ({changed}); they apply from round {state.round} on"
 
 
 def _header(spec: RaceSpec, metric: str) -> dict:
