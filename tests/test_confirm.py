@@ -132,11 +132,11 @@ def test_tiny_locked_set_is_disjoint_deterministic_and_made_of_known_facts():
 # --- a real tiny sweep, confirmed ------------------------------------------------------------------
 
 
-def run(module: str, *args: str, cache: Path) -> subprocess.CompletedProcess:
+def run(module: str, *args: str, cache: Path, code: int = 0) -> subprocess.CompletedProcess:
     env = dict(os.environ, OPSD_CACHE=str(cache), PYTHONUNBUFFERED="1")
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, text=True, capture_output=True, env=env,
                           timeout=900, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode == code, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc
 
 
@@ -210,7 +210,7 @@ def test_a_rerun_of_the_same_confirmation_starts_no_new_cycle(confirmed, cache_d
 def test_a_benchmark_the_sweep_evaluated_is_named_as_not_locked(swept, cache_dir):
     heldout = yaml.safe_load(next(swept.glob("lr*/config.yaml")).read_text())["eval"]["path"]
     proc = run("opsd_sweep.confirm", str(swept), "--locked", f"eval=local eval.path={heldout}", "--seeds", "2",
-               "--report-only", cache=cache_dir)
+               "--report-only", cache=cache_dir, code=1)  # 1: its runs (another suite) are not run yet
     assert "eval=local" in proc.stdout and "is not locked: 4 run(s) of this sweep evaluated" in proc.stdout
     result = json.loads((swept / "confirm.json").read_text())
     assert result["locked"]["locked"] is False and result["locked"]["seen_runs"] == 4

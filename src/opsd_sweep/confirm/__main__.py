@@ -8,7 +8,9 @@ sweep's tuning benchmark and on a locked one (--locked, default eval=aime25), an
 confirm.json to RESULTS_DIR: config - baseline paired by seed with its interval per benchmark, the sweep's own
 (selected, optimistic) estimate, and one verdict line. A benchmark the sweep already evaluated is named as not
 locked. Overrides after `--` go to every run's Hydra command (e.g. hydra/launcher=slurm_4gpu). A rerun of the
-same command skips finished runs and resumes the rest.
+same command skips finished runs and resumes the rest. --report-only runs nothing and reports what finished;
+before any run finished it gives no verdict and says how to run them. Exit code 1 when the confirmation is
+not complete (a launch failed, or a run of either arm did not finish), else 0.
 """
 
 from __future__ import annotations
@@ -103,8 +105,8 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
         folders[role] = str(Path(config["results_root"]) / group)
         config_dir = Path(config["results_root"]) / (Path(group).parent.as_posix()) / ".conf"
         name = f"confirm-{Path(group).name}"
-        plan.write_overlay(config, config_dir, name)
-        if not args.report_only:
+        if not args.report_only:  # --report-only runs nothing and writes nothing beside the runs
+            plan.write_overlay(config, config_dir, name)
             if plan.run_arm(plan.arm_command(arm, config_dir, name, seeds, passthrough)) != 0:
                 failed.append(role)
 
@@ -119,10 +121,14 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
         diffs.append(diff)
         benchmarks.append({"name": " + ".join(members), "role": role_name, "seeds": paired_seeds,
                            "config_scores": x.tolist(), "baseline_scores": y.tolist(), "difference": diff.as_dict()})
-        missing += [f"{role} seed {s} on {' + '.join(members)}" for role in arms for s in seeds
-                    if s not in per_arm[role]]
-    word = verdict(diffs[1].paired_low, diffs[1].paired_high)  # the locked benchmark's
-    line = verdict_line(word, locked_name, diffs[1], not seen, len(seen), settings.metric)
+        missing += [(role, s, " + ".join(members)) for role in arms for s in seeds if s not in per_arm[role]]
+    unfinished = report.unfinished_runs(missing)  # a run is scored on every benchmark at once: count runs
+    if diffs[1].n == 0:  # no pair on the locked benchmark: no difference, so no verdict word
+        word, line = None, report.no_verdict_line(len(unfinished), 2 * len(seeds), args.report_only,
+                                                  locked_name, not seen, len(seen))
+    else:
+        word = verdict(diffs[1].paired_low, diffs[1].paired_high)  # the locked benchmark's
+        line = verdict_line(word, locked_name, diffs[1], not seen, len(seen), settings.metric)
     result = {"verdict": word, "verdict_line": line, "from_locked_benchmark": not seen, "metric": settings.metric,
               "level": level,
               "plan": {"results_dir": str(results_dir), "config": chosen, "baseline": baseline,
@@ -134,9 +140,10 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
                          "locked": not seen, "seen_runs": len(seen), "examples": seen[:3]},
               "sweep_estimate": {**arms["config"].sweep_estimate, "selected": True,
                                  "note": "selected from the sweep's configs: optimistic (winner's curse)"},
-              "benchmarks": benchmarks, "missing": sorted(set(missing))}
+              "benchmarks": benchmarks, "unfinished_runs": unfinished,
+              "missing": sorted({f"{role} seed {seed} on {bench}" for role, seed, bench in missing})}
     md, js = report.write(result, results_dir)
-    for bench in benchmarks:
+    for bench in (b for b in benchmarks if b["difference"]["n"]):  # a benchmark with no pair has nothing to show
         d = bench["difference"]
         print(f"[confirm] {bench['role']:6s} {bench['name']}: config - baseline = {report._f(d['delta'])} "
               f"paired [{report._f(d['paired_low'])}, {report._f(d['paired_high'])}], Welch "
@@ -144,11 +151,13 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     est = arms["config"].sweep_estimate
     print(f"[confirm] the sweep's own estimate (selected, optimistic): {report._f(est.get('delta_baseline'))} vs "
           f"the baseline over {est.get('n')} seeds")
-    if missing:
-        print(f"[confirm] {len(set(missing))} run(s) did not finish: rerun the same command to finish them")
+    if unfinished and word is not None:
+        how = ("run the same command without --report-only to run them" if args.report_only
+               else "rerun the same command to finish them")
+        print(f"[confirm] {len(unfinished)} of {2 * len(seeds)} run(s) did not finish: {how}")
     print(line)
     print(f"wrote {md}, {js}")
-    return 1 if failed else 0
+    return 1 if failed or unfinished else 0  # 1: the confirmation is not complete (as a failed launch)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,27 @@ def paired(config: dict[int, float], baseline: dict[int, float]) -> tuple[list[i
     return seeds, np.array([config[s] for s in seeds]), np.array([baseline[s] for s in seeds])
 
 
+def unfinished_runs(missing: list[tuple[str, int, str]]) -> list[str]:
+    """The runs ("config seed 4") that lack a score on some benchmark, from (role, seed, benchmark) triples: one
+    run scores every benchmark of the suite, so a run missing on two benchmarks is one unfinished run."""
+    return [f"{role} seed {seed}" for role, seed in sorted({(role, seed) for role, seed, _ in missing})]
+
+
+def no_verdict_line(unfinished: int, planned: int, report_only: bool, benchmark: str, locked: bool,
+                    seen_runs: int) -> str:
+    """The line in place of a verdict when no seed has a score from both arms on the locked benchmark."""
+    runs = f"{planned} confirmation runs ({planned // 2} fresh seeds x 2 arms)"
+    what = (f"none of the {runs} has finished" if unfinished == planned else
+            f"{unfinished} of the {runs} did not finish, and no seed has a score of both arms")
+    how = ("run the same command without --report-only to run them" if report_only
+           else "rerun the same command to finish them (finished runs are skipped)")
+    line = f"NO VERDICT YET on {benchmark}: {what}; {how}"
+    if not locked:
+        line += (f"; NOT from a locked benchmark: {seen_runs} run(s) of the sweep evaluated {benchmark}, "
+                 "so it would be no locked confirmation")
+    return line
+
+
 def _f(value, fmt: str = "+.2f") -> str:
     return "n/a" if value is None or value != value else format(value, fmt)
 
@@ -88,9 +109,11 @@ def markdown(result: dict) -> str:
               "**confirmed** when its lower bound is > 0; **not confirmed** when its upper bound is <= 0 (no "
               "improvement is compatible with the data); **inconclusive** otherwise (the interval holds 0 and a "
               "gain), or with fewer than 2 paired seeds. More seeds (--seeds) narrow it. The Welch interval ignores "
-              "the pairing: when it is much wider, the seed shares noise between the arms and pairing helps."]
-    if result.get("missing"):
-        lines += ["", "Runs that did not finish (rerun the command): " + "; ".join(result["missing"])]
+              "the pairing: when it is much wider, the seed shares noise between the arms and pairing helps. With no "
+              "seed scored by both arms there is no verdict yet."]
+    if result.get("unfinished_runs"):
+        lines += ["", f"Runs that did not finish ({len(result['unfinished_runs'])} of {2 * len(plan['seeds'])}; "
+                  "rerun the command): " + "; ".join(result["unfinished_runs"])]
     return "\n".join(lines) + "\n"
 
 
