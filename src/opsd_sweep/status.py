@@ -37,15 +37,18 @@ only ever added within a version, a rename or a change of meaning makes the next
     note          what the table's note column says (the error, why a dir is stale or not today's scores,
                   where it collapsed), "" when nothing
     config        its config key (below)
-    label         its label in the newest summary whose runs.csv lists it (the summary's config label),
-                  else null (no summary yet, or the run is newer than every summary)
+    label         its label in the summary that speaks for it (the summary's config label): of the summaries
+                  whose runs.csv lists it, the one in the deepest folder above it (its group's own before
+                  the root's), then the newest; null when none lists it (no summary yet, or the run is newer)
   configs         one object per config key, sorted: config, label (its runs' label), runs (how many),
                   done, running (pending + training + evaluating), failed, collapsed, other (queued,
-                  interrupted, stale); verdict: its label's verdict in that summary's summary.csv, else null
-                  (no summary, or no verdict for it, e.g. a config whose runs all collapsed)
+                  interrupted, stale); verdict: its label's verdict in the summary.csv that speaks for its
+                  runs (as `label`), else null (no summary, or no verdict for it, e.g. all runs collapsed)
   summaries       every summary.csv at the root or one folder below, newest first ([] when none):
                   path (relative to the root), written_at (the file's time, ISO 8601 UTC),
-                  runs_ended_since (runs that ended after it was written: rerun the summary when > 0),
+                  runs_ended_since (runs under the roots it read that ended after it was written: rerun
+                  the summary when > 0; its roots: its own folder and the folders of the runs its runs.csv
+                  lists, so a <group>-confirm/ run beside a group's summary does not count),
                   verdicts: [{label, n, mean, ci_low, ci_high, verdict, verdict_vs}] as summary.csv has them
 
 The config key groups the seeds of one config without needing a finished run or the summary (whose labels
@@ -287,8 +290,30 @@ def read_summaries(root: Path) -> list[dict]:
             pass  # no runs.csv beside it: its verdicts are listed, no run is labelled by it
         when = datetime.fromtimestamp(written, timezone.utc).isoformat(timespec="seconds")
         found.append({"path": str(path.relative_to(root)), "_written": written, "written_at": when,
-                      "verdicts": [_verdict(r) for r in rows if r.get("label")], "_labels": labels})
+                      "verdicts": [_verdict(r) for r in rows if r.get("label")], "_labels": labels,
+                      "_folder": path.parent})
     return sorted(found, key=lambda s: -s["_written"])
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def covers(summary: dict, run_path: Path, paths_of: dict[str, list[Path]]) -> bool:
+    """Whether a run dir is under the roots a summary read: its own folder (the summary is written to its first
+    root unless --out says otherwise) or a folder that held a run its runs.csv lists (found by run id, so a
+    results root moved since still matches). A run elsewhere (e.g. a confirmation's <group>-confirm/ beside the
+    group's summary) is not its business: it neither makes the summary stale nor takes its labels."""
+    folders = {summary["_folder"], *(p.parent for i in summary["_labels"] for p in paths_of.get(i, ()))}
+    return any(_under(run_path, folder) for folder in folders)
+
+
+def nearest_summary(run_id: str, run_path: Path, summaries: list[dict]) -> dict | None:
+    """The summary that speaks for a run: among those whose runs.csv lists it, the one in the deepest folder
+    above it (its group's own, before a summary of the whole root), then the newest; else None."""
+    listing = [s for s in summaries if run_id in s["_labels"]]  # summaries are newest first; sorted() is stable
+    ranked = sorted(listing, key=lambda s: (not _under(run_path, s["_folder"]), -len(s["_folder"].parts)))
+    return ranked[0] if ranked else None
 
 
 def _verdict(row: dict) -> dict:
@@ -307,9 +332,14 @@ def _verdict(row: dict) -> dict:
 def status_json(rows: list[RunRow], root: Path) -> dict:
     """The --json object (schema: the module docstring)."""
     summaries = read_summaries(root)
+    paths_of: dict[str, list[Path]] = {}  # run id -> its dirs (one key can sit in two groups)
+    for r in rows:
+        paths_of.setdefault(r.run_id, []).append(root / r.name)
+    speaks_for = {r.name: nearest_summary(r.run_id, root / r.name, summaries) for r in rows}
     runs = []
     for r in sorted(rows, key=lambda r: r.name):
-        label = next((s["_labels"][r.run_id] for s in summaries if r.run_id in s["_labels"]), None)
+        summary = speaks_for[r.name]
+        label = summary["_labels"][r.run_id] if summary else None
         runs.append({"run": r.name, "run_id": r.run_id, "kind": r.kind, "state": r.state, "phase": r.phase,
                      "step": r.step, "max_steps": r.max_steps, "gpus": r.gpus, "host": r.host, "pid": r.pid,
                      "job_id": r.job_id, "elapsed_s": _rounded(r.elapsed_s), "eta_s": _rounded(r.eta_s),
@@ -318,9 +348,9 @@ def status_json(rows: list[RunRow], root: Path) -> dict:
     configs = []
     for key in sorted({r["config"] for r in runs}):
         own = [r for r in runs if r["config"] == key]
-        label = next((r["label"] for r in own if r["label"] is not None), None)
-        summary = next((s for s in summaries if any(r["run_id"] in s["_labels"] for r in own)), None)
-        verdicts = (summary or {}).get("verdicts", [])
+        labelled = next((r for r in own if r["label"] is not None), None)  # its runs' own (nearest) summary
+        label = labelled["label"] if labelled else None
+        verdicts = speaks_for[labelled["run"]]["verdicts"] if labelled else []
         verdict = next((v["verdict"] for v in verdicts if v["label"] == label), None)
         count = {state: sum(r["state"] == state for r in own) for state in ("done", "failed", "collapsed")}
         running = sum(r["state"] in ACTIVE for r in own)
@@ -328,7 +358,8 @@ def status_json(rows: list[RunRow], root: Path) -> dict:
                         "running": running, "failed": count["failed"], "collapsed": count["collapsed"],
                         "other": len(own) - running - sum(count.values()), "verdict": verdict})
     for summary in summaries:
-        summary["runs_ended_since"] = sum(_after(r.ended_at, summary["_written"]) for r in rows)
+        summary["runs_ended_since"] = sum(_after(r.ended_at, summary["_written"]) for r in rows
+                                          if covers(summary, root / r.name, paths_of))
     counts = {state: sum(r.state == state for r in rows) for state in STATES}
     counts |= {r.state: counts.get(r.state, 0) + 1 for r in rows if r.state not in STATES}
     return {"schema_version": SCHEMA_VERSION, "root": str(root), "generated_at": utc_now(),
