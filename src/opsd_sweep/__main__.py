@@ -27,13 +27,19 @@ def main(cfg: DictConfig) -> dict:
     try:
         run = load_cycle_config(cfg)  # a bad config raises here, before any compute
     except ConfigError as err:
-        if HydraConfig.get().mode != RunMode.RUN:
-            raise  # a multirun's launcher reports it with the job
-        remove_empty_dirs(Path(HydraConfig.get().runtime.output_dir), stop=Path(cfg.results_root).absolute().parent)
-        raise SystemExit(f"{err}\nNothing was run or written.") from None  # one paragraph, not Hydra's traceback
+        refuse_config(err, cfg)
     if run.tiny is not None:
         ensure_tiny_assets(run.tiny)
     return run_cycle(run)
+
+
+def refuse_config(err: ConfigError, cfg: DictConfig) -> typing.NoReturn:
+    """A single run's bad config (also python -m opsd_sweep.evaluate's): exit with one paragraph, not Hydra's
+    traceback, leaving nothing on disk. In a multirun, re-raise: the launcher reports it with the job."""
+    if HydraConfig.get().mode != RunMode.RUN:
+        raise err
+    remove_empty_dirs(Path(HydraConfig.get().runtime.output_dir), stop=Path(cfg.results_root).absolute().parent)
+    raise SystemExit(f"{err}\nNothing was run or written.") from None
 
 
 def remove_empty_dirs(path: Path, stop: Path) -> None:

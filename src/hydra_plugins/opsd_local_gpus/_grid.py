@@ -17,6 +17,9 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 
+NOTHING_DONE = "Nothing was run or written."  # the last line of a refusal, as python -m opsd_sweep's own
+
+
 # Compact: Hydra prints only the message of these errors, which says everything (no traceback).
 class SweepConfigError(CompactHydraException, ValueError):
     """Some jobs of the sweep cannot run; nothing was started. The message lists each problem."""
@@ -56,15 +59,19 @@ class PlannedJob:
 
 
 def prepare_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
-                  job_id: str) -> tuple[ModuleType | None, list[PlannedJob]]:
+                  job_id: str, setting_problems: Sequence[str] = ()) -> tuple[ModuleType | None, list[PlannedJob]]:
     """What every launch starts with: Hydra's globals and logging, the sweep dir, the application's
-    hooks (launcher.hooks) and the checked grid."""
+    hooks (launcher.hooks) and the checked grid. `setting_problems` (the launcher's own invalid settings)
+    refuse the sweep as a bad grid does, before any job is composed."""
     assert launcher.config is not None and launcher.hydra_context is not None
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     hooks = importlib.import_module(launcher.hooks) if launcher.hooks else None
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
     try:
+        if setting_problems:
+            raise SweepConfigError("\n".join(["the sweep was not started:", *(f"* {p}" for p in setting_problems),
+                                              NOTHING_DONE]))
         jobs = plan_jobs(launcher.hydra_context, launcher.config, job_overrides, initial_job_idx, hooks, job_id)
     except SweepConfigError:
         remove_rejected_sweep_dir(sweep_dir, Path(str(launcher.config.get("results_root", "."))))
@@ -81,10 +88,15 @@ def remove_rejected_sweep_dir(sweep_dir: Path, results_root: Path) -> None:
         return
     (sweep_dir / "multirun.yaml").unlink(missing_ok=True)
     for start in (sweep_dir, results_root):
-        folder = Path(os.path.normpath(start.absolute()))
-        while folder.is_dir() and folder != Path.cwd() and not any(folder.iterdir()):
-            folder.rmdir()
-            folder = folder.parent
+        remove_empty_folders(start)
+
+
+def remove_empty_folders(start: Path) -> None:
+    """Remove `start` and each folder above it while it is empty, never the working directory."""
+    folder = Path(os.path.normpath(start.absolute()))
+    while folder.is_dir() and folder != Path.cwd() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],

@@ -19,7 +19,7 @@ from opsd_sweep.interrupt import exit_code, signals_raise
 from ._grid import JobFailedError, PlannedJob, check_gpu_capacity, prepare_sweep
 from ._phase_workers import PhaseWorkers
 from ._report import Progress, outcome, settle
-from ._slots import Slots, discover_gpus, reserve_ports
+from ._slots import Slots, discover_gpus, max_parallel_problems, reserve_ports
 from ._worker import Worker, start_worker
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 def launch_local(launcher: LocalGpusLauncher, job_overrides: Sequence[Sequence[str]],
                  initial_job_idx: int) -> list[JobReturn]:
-    hooks, jobs = prepare_sweep(launcher, job_overrides, initial_job_idx, job_id="{num}")
+    hooks, jobs = prepare_sweep(launcher, job_overrides, initial_job_idx, job_id="{num}",
+                                setting_problems=max_parallel_problems(launcher.max_parallel))
     gpus = discover_gpus(launcher.gpus) if any(job.gpus for job in jobs) else []
     check_gpu_capacity(jobs, len(gpus), f"the launcher (GPUs {gpus})",
                        "lower the job's GPU count (train.num_gpus and the batch sizes) or give more GPUs "

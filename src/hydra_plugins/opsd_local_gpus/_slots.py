@@ -26,12 +26,20 @@ def discover_gpus(configured: Sequence[Any] | None) -> list[str]:
     return [str(i) for i in range(int(proc.stdout.strip()))]
 
 
+def max_parallel_problems(max_parallel: int) -> list[str]:
+    """What is wrong with hydra.launcher.max_parallel, with the fix; empty when it can run jobs."""
+    if max_parallel >= 1:
+        return []
+    return [f"hydra.launcher.max_parallel={max_parallel} must be >= 1: it is how many CPU-only jobs run at once "
+            "(GPU jobs are limited by the free GPUs); e.g. hydra.launcher.max_parallel=4"]
+
+
 class Slots:
     """Which GPUs are free and how many CPU-only jobs run; a job starts when its share is free."""
 
     def __init__(self, gpus: Sequence[str], max_parallel: int):
-        if max_parallel < 1:
-            raise ValueError(f"hydra.launcher.max_parallel={max_parallel} must be >= 1")
+        if problems := max_parallel_problems(max_parallel):
+            raise ValueError(problems[0])
         self.free_gpus = list(gpus)
         self.cpu_free = max_parallel
 

@@ -12,12 +12,14 @@ import itertools
 import logging
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
+from hydra_plugins.opsd_local_gpus._grid import NOTHING_DONE, SweepConfigError, remove_empty_folders
+from hydra_plugins.opsd_race_sweeper._metric_scope import race_metric_problem
 from opsd_sweep.collapse import collapse_count
 from opsd_sweep.inference.arms import Anchor
 from opsd_sweep.race import RaceSettings, RaceSpec, RunRequest, RunResult, run_race
@@ -39,17 +41,17 @@ ONE_FOLDER = ("group", "results_root")  # race.jsonl lives in <results_root>/<gr
 def race_sweep(sweeper, arguments: list[str]) -> list[dict]:
     """Run (or resume) the race of the grid in `arguments`; returns the final decision records."""
     config = sweeper.config
-    parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
-    fixed, grid = expand_grid(parser, arguments)
-    settings = RaceSettings(**{key: sweeper.settings[key] for key in SETTING_KEYS})
+    fixed, grid, spec = plan_race(sweeper, arguments)
     metric = sweeper.settings["metric"]
-    spec = RaceSpec(tuple(grid), find_baseline(sweeper.settings["baseline"], grid),
-                    _anchor(config, metric), settings)
+    race_log = RaceLog(Path(config.results_root).expanduser().absolute() / config.group / "race.jsonl")
+    try:
+        state, results = race_log.start_or_resume(spec, metric)
+    except ValueError as err:  # the folder's log is another race's: refused before the sweep dir is made
+        refuse_if(str(err))
+        raise
     sweep_dir = Path(config.hydra.sweep.dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, sweep_dir / "multirun.yaml")
-    race_log = RaceLog(Path(config.results_root).expanduser().absolute() / config.group / "race.jsonl")
-    state, results = race_log.start_or_resume(spec, metric)
     if results:
         log.info(f"race: resuming from {race_log.path}: {len(results)} runs, round {state.round}, phase {state.phase}")
     finals: list[dict] = []
@@ -61,9 +63,64 @@ def race_sweep(sweeper, arguments: list[str]) -> list[dict]:
             finals.append(record)
 
     launch = LaunchRuns(sweeper, fixed, grid, metric)
-    state, _ = run_race(spec, launch, state=state, results=results, emit=emit)
+    try:
+        state, _ = run_race(spec, launch, state=state, results=results, emit=emit)
+    except SweepConfigError:  # the launcher refused the first batch: a new race leaves no log (it says so)
+        if len(race_log.records()) == 1:
+            race_log.path.unlink()
+            remove_empty_folders(race_log.path.parent)
+        raise
     log.info(f"race: done ({state.stop_reason}); winner {state.winner!r}; log {race_log.path}")
     return finals
+
+
+def plan_race(sweeper, arguments: Sequence[str]) -> tuple[list[str], dict[str, tuple[str, ...]], RaceSpec]:
+    """(fixed overrides, grid, spec) of the race, checked before anything runs or is written: a seed or
+    one-folder axis, invalid hydra.sweeper.* settings, a baseline that picks no config or several, a metric
+    whose meaning changes with the runs' K. Every problem found goes into one SweepConfigError, which Hydra
+    prints as its message alone (as the launcher's grid check does), not as a traceback."""
+    problems: list[str] = []
+
+    def checked(step: Callable[[], Any]) -> Any:
+        try:
+            return step()
+        except ValueError as err:
+            problems.append(str(err).strip())
+            return None
+
+    parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
+    fixed, grid = checked(lambda: expand_grid(parser, arguments)) or ([], {})
+    metric = sweeper.settings["metric"]
+    settings = checked(lambda: RaceSettings(**{key: sweeper.settings[key] for key in SETTING_KEYS}))
+    spec = None
+    if grid:  # the rest needs the grid
+        baseline = checked(lambda: find_baseline(sweeper.settings["baseline"], grid))
+        spec = checked(lambda: RaceSpec(tuple(grid), baseline, _anchor(sweeper.config, metric), settings))
+        if problem := race_metric_problem(metric, grid_evals(sweeper, fixed, grid)):
+            problems.append(problem)
+    refuse_if(*problems)
+    return fixed, grid, spec
+
+
+def refuse_if(*problems: str) -> None:
+    """Raise the SweepConfigError that refuses the race, one bullet per problem (none: go on)."""
+    if problems:
+        bullets = ["* " + problem.replace("\n", "\n  ") for problem in problems]
+        raise SweepConfigError("\n".join(["the race was not started:", *bullets, NOTHING_DONE]))
+
+
+def grid_evals(sweeper, fixed: list[str], grid: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """{config label: its eval node}, each config composed as the launcher will compose its jobs (a profile or
+    eval group on an axis included). A config that does not compose is left to the launcher, which reports it
+    with its jobs."""
+    evals = {}
+    for label, overrides in grid.items():
+        try:
+            evals[label] = sweeper.hydra_context.config_loader.load_sweep_config(
+                sweeper.config, [*fixed, *overrides]).eval
+        except Exception:  # noqa: BLE001 - any composition error: the launcher reports it as the job's failure
+            continue
+    return evals
 
 
 def expand_grid(parser: OverridesParser, arguments: Sequence[str]) -> tuple[list[str], dict[str, tuple[str, ...]]]:

@@ -20,8 +20,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import CONF_DIR
-from opsd_sweep.config import RunConfig, load_run_config, to_dict
-from opsd_sweep.evaluate.evaluator import evaluate, summary_line
+from opsd_sweep.config import ConfigError, RunConfig, load_run_config, to_dict
+from opsd_sweep.evaluate.evaluator import evaluate, resolve_weights, summary_line
 from opsd_sweep.evaluate.sampling_plan import ensure_plan, plan_path
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
@@ -50,7 +50,8 @@ def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
 
 def load_eval_config(cfg: DictConfig) -> RunConfig:
     """load_run_config plus the model and eval sources checked (preflight); one ConfigError lists all."""
-    run = load_run_config(cfg, more_checks=(_one_checkpoint, lambda run: preflight_problems(run, train=False)))
+    run = load_run_config(cfg, more_checks=(_one_checkpoint, _checkpoint_found,
+                                            lambda run: preflight_problems(run, train=False)))
     if run.eval.checkpoint:
         run.eval.checkpoint = str(Path(run.eval.checkpoint).expanduser().absolute())
     return run
@@ -60,6 +61,23 @@ def _one_checkpoint(run: RunConfig) -> list[str]:
     if run.eval.checkpoints == "race":
         return ["eval.checkpoints=race races the saved checkpoints of a training run (python -m opsd_sweep); a "
                 "standalone evaluation scores one checkpoint with all eval.n_samples: drop eval.checkpoints=race"]
+    return []
+
+
+def _checkpoint_found(run: RunConfig) -> list[str]:
+    """eval.checkpoint must be there and hold weights, before a run dir is made or a model loads."""
+    if not run.eval.checkpoint:
+        return []
+    path = Path(run.eval.checkpoint).expanduser()
+    if not path.is_dir():
+        what = "is a file, not a directory" if path.exists() else "does not exist"
+        return [f"eval.checkpoint={run.eval.checkpoint} {what}; point it at a saved checkpoint dir (a PEFT adapter "
+                "with adapter_config.json or a model dir with config.json, e.g. <run dir>/train/checkpoint-100), "
+                "or drop eval.checkpoint to evaluate the base model"]
+    try:
+        resolve_weights(run, path)
+    except FileNotFoundError as err:  # a dir without weights: its message names both kinds
+        return [f"eval.checkpoint: {err}"]
     return []
 
 
@@ -119,7 +137,12 @@ def _evaluate_standalone(run: RunConfig) -> dict:
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="evaluate")  # = config + its --help
 def main(cfg: DictConfig) -> float:
-    run = load_eval_config(cfg)  # a bad config fails here, before any model is loaded
+    from opsd_sweep.__main__ import refuse_config  # the cycle's refusal: one paragraph, nothing left on disk
+
+    try:
+        run = load_eval_config(cfg)  # a bad config fails here, before any model is loaded
+    except ConfigError as err:
+        refuse_config(err, cfg)
     if run.tiny is not None:
         ensure_tiny_assets(run.tiny)
     return evaluate_standalone(run)["metrics"]["avg_at_n"]

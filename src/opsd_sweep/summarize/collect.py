@@ -222,13 +222,42 @@ def input_names(config: dict, kind: str | None) -> list[str]:
 def read_external(path: str, metric_hint: str = "avg_at_n") -> pd.DataFrame:
     """A CSV of per-run results from elsewhere: columns `config` (label), `run_id`, metric columns.
 
-    Optional columns: `seed` (copied to cfg.seed) and any cfg.* column. Rows are marked external.
+    Optional columns: `seed` (copied to cfg.seed), any cfg.* column and text columns (a `reference`). Rows are
+    marked external. A metric column is one named as an eval.json metric (avg_at_n, pass_at_4, ..., optionally
+    `<benchmark>.`-prefixed) or one whose values are mostly numbers; each of its cells must be a number or empty.
+    Raises ValueError naming the file, the line and column, and the fix, for a file that cannot be read, a
+    missing column or a metric cell that is not a number.
     """
-    frame = pd.read_csv(path)
+    from opsd_sweep.summarize.metric_scope import K_DEPENDENT, PASS_AT
+
+    form = f"it needs `config` (a label), `run_id` and metric columns such as `{metric_hint}`"
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise ValueError(f"external CSV {path} does not exist; give --external the path of a CSV file ({form}), "
+                         "e.g. analysis/external/published_opsd_aime24.csv") from None
+    except (OSError, ValueError) as err:  # a directory, no permission, not a CSV (pandas' errors are ValueErrors)
+        raise ValueError(f"external CSV {path} cannot be read as a CSV ({err}); {form}") from None
     missing = [c for c in ("config", "run_id") if c not in frame.columns]
     if missing:
-        raise ValueError(f"external CSV {path}: missing column(s) {missing}; it needs `config` (a label), "
-                         f"`run_id` and metric columns such as `{metric_hint}`")
+        raise ValueError(f"external CSV {path}: missing column(s) {missing}; {form}")
+    names = {"avg_at_n", "format_rate", "truncation_rate", "mean_tokens", "pooled", metric_hint, *K_DEPENDENT}
+    bad = []
+    for column in frame.columns.drop(["config", "run_id"]):
+        if column == "seed" or column.startswith("cfg."):
+            continue
+        given = frame[column].notna()
+        numbers = pd.to_numeric(frame[column], errors="coerce")
+        name = column.rsplit(".", 1)[-1]
+        if name in names or PASS_AT.fullmatch(name) or numbers[given].notna().sum() * 2 > given.sum():
+            bad += [(index, column, frame.at[index, column]) for index in frame.index[given & numbers.isna()]]
+            frame[column] = numbers
+    if bad:  # line: the CSV's line number (its header is line 1)
+        cells = "; ".join(f"line {index + 2} (run_id {frame.at[index, 'run_id']!r}), column {column!r}: {value!r}"
+                          for index, column, value in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise ValueError(f"external CSV {path}: metric values that are not numbers: {cells}{more}; write each score "
+                         "as a number (e.g. 54.2), or leave the cell empty for a run without that metric")
     frame = frame.rename(columns={"config": "label"})
     if "seed" in frame.columns:
         frame = frame.rename(columns={"seed": "cfg.seed"})
