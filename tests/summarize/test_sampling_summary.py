@@ -72,3 +72,54 @@ def test_summary_md_says_which_k_each_run_used_and_gives_no_larger_k_advice_acro
     assert f"The runs used {len(ks)} different K" in report  # no 1/K advice scaled from one K
     summary = pd.read_csv(tmp_path / "mixed" / "summary.csv")
     assert summary["k"].astype(str).tolist() == [f"{ks[0]}-{ks[-1]}"]
+
+
+# --- the seeds advice says what summary.md's sections say (real run dirs, benchmarks.rundirs) -----------------
+
+def rundir_sweep(group, seeds, shifts=(0.0, 0.4, 0.2)) -> None:
+    """lr 5e-06, 1e-05, 2e-05 (run-wide logit shifts `shifts`), `seeds` each, avg@8 on 30 problems."""
+    from benchmarks.rundirs import draw_correct, write_run
+
+    rng = np.random.default_rng(0)
+    difficulty = rng.normal(0, 1.5, 30)
+    for lr, shift in zip((5e-6, 1e-5, 2e-5), shifts):
+        for seed in seeds:
+            write_run(group, learning_rate=lr, seed=seed, correct=draw_correct(rng, difficulty, shift, 8), rng=rng)
+
+
+def how_many_seeds(summary_md) -> str:
+    text = summary_md.read_text()
+    return text.split("## How many seeds")[1].split("\n## ")[0]
+
+
+@pytest.mark.parametrize("seeds, split", [((1, 2), False), ((1, 2, 3), True)])
+def test_the_seeds_advice_splits_the_noise_only_where_the_noise_section_does(tmp_path, capsys, seeds, split):
+    """With 2 runs per config the Noise section gives no split (MIN_SPLIT_RUNS = 3); the advice used to say
+    'Eval sampling makes N% of the run-to-run variance' all the same."""
+    from opsd_sweep.summary import main as summary_main
+
+    rundir_sweep(tmp_path / "g", seeds)
+    summary_main([str(tmp_path / "g"), "--baseline", "lr=5e-06", "--anchor", "none", "--no-plots"])
+    capsys.readouterr()
+    advice, text = how_many_seeds(tmp_path / "g" / "summary.md"), (tmp_path / "g" / "summary.md").read_text()
+    noise = text.split("## Noise: eval sampling vs training seed")[1]
+    assert ("No per-sample data with at least 3 runs per config" not in noise) == split
+    assert ("Eval sampling makes" in advice) == split
+    assert ("No split of the noise into eval sampling and training seed (it needs a config with at least 3 runs"
+            in advice) == (not split)
+
+
+def test_the_console_says_no_number_of_seeds_is_enough_against_the_anchor_as_summary_md_does(tmp_path, capsys):
+    """An anchor whose own SE (SD 4 over 3 runs) exceeds what +2 points allows: no seed count reaches the power.
+    The console printed 'needs more than 10000 seeds' while summary.md explained it."""
+    from opsd_sweep.summary import main as summary_main
+
+    anchor = tmp_path / "anchor.yaml"
+    anchor.write_text("label: wide anchor\nmetric: avg_at_n\nmean: 40.0\nsd: 4.0\nn: 3\n")
+    rundir_sweep(tmp_path / "g", (1, 2, 3))
+    summary_main([str(tmp_path / "g"), "--baseline", "none", "--anchor", str(anchor), "--no-plots"])
+    console = " ".join(capsys.readouterr().out.split())
+    advice = " ".join(how_many_seeds(tmp_path / "g" / "summary.md").replace("**", "").split())
+    said = "no number of seeds is enough against the anchor here (at α = 0.05): its own uncertainty (SD 4.00 over 3"
+    assert said in console and said in advice
+    assert "more than 10000" not in console and "more than 10000" not in advice

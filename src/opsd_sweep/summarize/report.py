@@ -14,7 +14,7 @@ from rich.table import Table
 from opsd_sweep.summarize.caps import summary_section as cap_section
 from opsd_sweep.summarize.collapses import race_lines, summary_section
 from opsd_sweep.summarize.collect import Collection
-from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note
+from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, power_reference, seed_part_note
 from opsd_sweep.summarize.races import Race
 from opsd_sweep.summarize.sampling import sampling_lines
 from opsd_sweep.summarize.settings import SummarySettings
@@ -165,30 +165,40 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
     family = (f", and {_seeds(seeds_bonferroni) if seeds_bonferroni else 'more than 10000'} at α / {p['family']} "
               f"(Bonferroni; Holm rejects at least as much, so this many are enough with Holm over {p['family']} "
               "configs)") if p["family"] > 1 else ""
-    out = [f"At the {p['sd_source']} of {p['sd']:.2f} points{taken}, detecting a true +{s.target_effect:g} points "
-           f"vs {reference} with {s.power:.0%} power needs **{_seeds(seeds) if seeds else 'more than 10000'} seeds "
-           f"per config** (one comparison at α = {s.alpha}){family}."]
-    if seeds is None or seeds > MANY_SEEDS:
+    start = (f"At the {p['sd_source']} of {p['sd']:.2f} points{taken}, detecting a true +{s.target_effect:g} points "
+             f"vs {reference} with {s.power:.0%} power")
+    unreachable = seeds is None and anchor_limits_power(analysis, s)
+    if unreachable:  # the first line is the one the console prints: it says this, not "more than 10000"
+        a = analysis.anchor
+        own = f"SD {a.sd:.2f} over {a.n} runs" if a is not None else "SD over its runs"
+        out = [f"{start}: **no number of seeds is enough against the anchor** here (at α = {s.alpha}): its own "
+               f"uncertainty ({own}) already exceeds what this effect allows. Run an in-sweep baseline."]
+    else:
+        out = [f"{start} needs **{_seeds(seeds) if seeds else 'more than 10000'} seeds per config** (one comparison "
+               f"at α = {s.alpha}){family}."]
+    if not unreachable and (seeds is None or seeds > MANY_SEEDS):
         out.append(f"That is a lot: a +{s.target_effect:g}-point effect is hard to prove at this noise level. Test "
                    "fewer configs, look for larger effects, or reduce the noise (below).")
-    if seeds is None and p["reference"] == "anchor":
-        out.append("No number of seeds is enough against the anchor here: its own uncertainty (SD over n runs) "
-                   "already exceeds what this effect allows. Run an in-sweep baseline.")
     if "collapse_rate" in p:
         collapsing = p["seeds_collapsing"]
+        needs = (f"needs **{_seeds(collapsing)} seeds**" if collapsing
+                 else _beyond(unreachable, "needs **more than 10000 seeds**"))
         out.append(f"Collapses: {p['collapse_rate']:.0%} of the {p['collapse_judged_runs']} trained runs the rule "
                    f"judged collapsed, {p['collapse_gap']:.1f} points below the others. The seeds above are for a "
                    f"config that does not collapse; one that collapses at that rate has a run-to-run SD of "
-                   f"{p['sd_collapsing']:.2f} and needs "
-                   f"**{_seeds(collapsing) if collapsing else 'more than 10000'} seeds** for the same effect.")
-    if "seeds_larger_k" in p:
+                   f"{p['sd_collapsing']:.2f} and {needs} for the same effect.")
+    if "seeds_larger_k" in p and not advice_runs_split(analysis):
+        out.append(f"No split of the noise into eval sampling and training seed (it needs a config with at least "
+                   f"{MIN_SPLIT_RUNS} runs, as the Noise section below), so no advice on more samples per problem.")
+    elif "seeds_larger_k" in p:
         share = p["eval_sd"] ** 2 / p["sd"] ** 2 if p["sd"] else math.nan
         larger = p["seeds_larger_k"]
         saving = f" ({1 - larger / seeds:.0%} fewer)" if seeds and larger else ""
+        needed = (f"the seeds needed to {_seeds(larger)}" if larger
+                  else _beyond(unreachable, "the seeds needed to more than 10000"))
         out.append(f"Eval sampling makes {share:.0%} of the run-to-run variance (eval SD {p['eval_sd']:.2f} at "
                    f"K = {p['k']}). Evaluating with K = {s.larger_k} samples per problem would bring the SD to "
-                   f"{p['sd_larger_k']:.2f} and the seeds needed to {_seeds(larger) if larger else 'more than 10000'}"
-                   f"{saving}. {samples_cost_statement(p, s.larger_k)}")
+                   f"{p['sd_larger_k']:.2f} and {needed}{saving}. {samples_cost_statement(p, s.larger_k)}")
     if "k_mixed" in p:
         ks = p["k_mixed"]
         out.append(f"The runs used {len(ks)} different K ({', '.join(map(str, ks))} samples per problem; see "
@@ -198,6 +208,36 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
                "above. Both use the same SD as this advice, not each config's own (with few runs that one is "
                "itself too uncertain to plan with).")
     return out
+
+
+UNBOUNDED_SEEDS = 10**9  # "as many seeds as you like": only the anchor's own uncertainty is left
+
+
+def anchor_limits_power(analysis: Analysis, s: SummarySettings) -> bool:
+    """Whether, against the anchor, no number of seeds reaches the power: even at UNBOUNDED_SEEDS runs per
+    config the anchor's own uncertainty (SD over its n runs) leaves the test short of it. Seeds advice that
+    gave up at 10000 for another reason (a huge run-to-run SD) is not this."""
+    p, anchor = analysis.power, analysis.anchor
+    if p.get("reference") != "anchor" or anchor is None:
+        return False
+    plan = power_reference(s, "anchor", anchor, None)
+    return stats.power(s.target_effect, p["sd"], UNBOUNDED_SEEDS, s.alpha, plan, known=p["known"]) < s.power
+
+
+def _beyond(unreachable: bool, more_than: str) -> str:
+    """A seeds figure the search gave up on: no number at all when the anchor's own uncertainty is the limit
+    (as the advice's first line says), else `more_than` the search's 10000."""
+    return "still no number of seeds would be enough against the anchor" if unreachable else more_than
+
+
+def advice_runs_split(analysis: Analysis) -> bool:
+    """Whether the runs the seeds advice's SD comes from (the pool's, or every usable run's when the SD is
+    declared) hold a config whose noise the Noise section splits (>= MIN_SPLIT_RUNS runs, per-sample data):
+    the advice's eval share is said only where that section has one, so the two never disagree."""
+    runs = analysis.usable if analysis.power.get("known") else analysis.pool.members
+    if "eval_sd" not in analysis.table or runs.empty or "label" not in runs:
+        return False
+    return bool(analysis.table.loc[analysis.table["label"].isin(set(runs["label"])), "eval_sd"].notna().any())
 
 
 def samples_cost_statement(p: dict, larger_k: int) -> str:
