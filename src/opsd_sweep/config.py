@@ -330,10 +330,47 @@ def load_run_config(cfg: DictConfig | dict,
     except Exception as err:  # omegaconf's errors name the key; keep them, add where to fix it
         raise ConfigError(f"invalid config: {err}\nFix the override or the YAML under conf/.") from err
     _make_paths_absolute(run)
-    problems = validate(run) + [problem for check in more_checks for problem in check(run)]
+    problems = (validate(run) + profile_override_problems(run)
+                + [problem for check in more_checks for problem in check(run)])
     if problems:
         raise ConfigError("invalid run config:\n  - " + "\n  - ".join(problems))
     return run
+
+
+def profile_override_problems(run: RunConfig) -> list[str]:
+    """A config group chosen on the command line (eval=aime24) whose section the chosen profile then sets by
+    value (profile=tiny writes eval: after the eval group): the user's choice would be silently replaced, under
+    the key of what the profile set. Only a Hydra job knows its overrides; elsewhere there is nothing to check.
+    The profile's own `override /group:` lines (loss) yield to the command line, so they are no problem."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    hydra = HydraConfig.get()
+    profile = hydra.runtime.choices.get("profile")
+    if profile is None:
+        return []
+    return overridden_choices(profile, list(hydra.overrides.task), run)
+
+
+def overridden_choices(profile: str, overrides: list[str], run: RunConfig) -> list[str]:
+    """The problem of each group choice in `overrides` that conf/profile/<profile>.yaml sets by value."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from opsd_sweep import CONF_DIR
+
+    set_by_profile = set(OmegaConf.load(CONF_DIR / "profile" / f"{profile}.yaml")) - {"defaults"}
+    groups = {folder.name for folder in CONF_DIR.iterdir() if folder.is_dir()}
+    problems = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        group = override.key_or_group
+        if group in groups & set_by_profile and not override.is_delete():
+            chosen, used = override.get_value_element_as_str(), getattr(run, group).name
+            problems.append(f"{group}={chosen} is replaced by profile={profile}, which sets {group} itself "
+                            f"({group}.name={used}): the run would use {used}, not {chosen}. Drop {group}={chosen} "
+                            f"to use the profile's {group} (change single keys as {group}.<key>=...), or drop "
+                            f"profile={profile} to use {group}={chosen}")
+    return problems
 
 
 def _make_paths_absolute(run: RunConfig) -> None:
@@ -480,6 +517,40 @@ def _check_strategy(run: RunConfig) -> list[str]:
     if t.teacher == "ema":
         problems.append("train.strategy=fsdp with train.teacher=ema: the EMA copy of the LoRA weights is not "
                         "sharded; use train.teacher=fixed or train.strategy=ddp")
+    return problems
+
+
+def inert_settings(run: RunConfig) -> dict[str, str]:
+    """{dotted key: why the run never reads it} for settings its loss ignores. They stay in the run key (runs
+    that exist keep their keys), so a grid over one would compute the same run once per value under different
+    keys: inert_twin_problems refuses that; a single run's fixed inert value harms nobody."""
+    inert = {}
+    if run.loss.clip_mode == "none":  # LossSpec.mode: no clip mode, no clip (train/loss.py)
+        inert["clip"] = ("loss.clip_mode=none (loss=forward_kl, and profile=tiny's loss) never clips, so clip "
+                         "changes nothing; drop the sweep over clip, or choose a loss that uses it (loss=paper_clip "
+                         "or loss=trust_region)")
+    return inert
+
+
+def inert_twin_problems(points: list[tuple[str, RunConfig]]) -> dict[str, list[str]]:
+    """{problem: labels of its grid points} for points that differ only in settings their loss ignores
+    (inert_settings): the same computation under several run keys, and a fake comparison in the summary.
+    Points equal in every setting are not counted here (the launcher refuses those as one run)."""
+    twins: dict[str, list[tuple[str, RunConfig]]] = {}
+    for label, run in points:
+        data = to_dict(run)
+        for key in inert_settings(run):
+            *sections, last = key.split(".")
+            functools.reduce(dict.__getitem__, sections, data).pop(last)
+        twins.setdefault(repr(data), []).append((label, run))  # asdict keeps the schema's field order
+    problems: dict[str, list[str]] = {}
+    for same in twins.values():
+        for key, why in inert_settings(same[0][1]).items():  # alike apart from inert keys: the same inert keys
+            values = sorted({get_dotted(run, key) for _, run in same}, key=repr)
+            if len(values) > 1:
+                shown = ",".join("null" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+                problems.setdefault(f"{key}={shown} would be {len(values)} configs that are one: {why}", []).extend(
+                    label for label, _ in same)
     return problems
 
 

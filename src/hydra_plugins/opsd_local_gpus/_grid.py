@@ -16,6 +16,8 @@ from hydra.errors import CompactHydraException
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from opsd_sweep.config import RunConfig, inert_twin_problems, load_run_config
+
 
 NOTHING_DONE = "Nothing was run or written."  # the last line of a refusal, as python -m opsd_sweep's own
 
@@ -128,9 +130,18 @@ def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Se
                                 "not change what is computed, or in paths to files of identical content; drop "
                                 "the duplicates from the grid", []).extend(
                 f"#{job.num} " + " ".join(o for o in job.overrides if o not in common) for job in same)
+    shared = set.intersection(*(set(job.overrides) for job in jobs)) if jobs else set()
+    problems.update(inert_twin_problems([_loaded(same[0], shared) for same in by_run.values()]))  # one job per run
     if problems:
         raise SweepConfigError(describe_problems(problems, len(job_overrides)))
     return jobs
+
+
+def _loaded(job: PlannedJob, shared: set[str]) -> tuple[str, RunConfig]:
+    """The job's label (its overrides but those every job shares) and run config, loaded under its own
+    HydraConfig (as the hooks checked it)."""
+    HydraConfig.instance().set_config(job.config)
+    return f"#{job.num} " + " ".join(o for o in job.overrides if o not in shared), load_run_config(job.task_config())
 
 
 def describe_problems(problems: dict[str, list[str]], total: int) -> str:

@@ -1,0 +1,81 @@
+"""Settings that change nothing are refused where they would mislead, before any compute: a grid over a setting
+the chosen loss ignores (clip under loss.clip_mode=none), and a config group chosen on the command line that the
+profile then replaces by value (profile=tiny eval=aime24)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from opsd_sweep.config import inert_settings, inert_twin_problems, load_run_config, overridden_choices
+from tests.conftest import REPO, compose, run_sweep
+
+
+def runs(*grid: list[str]):
+    return [(" ".join(point), load_run_config(compose(point))) for point in grid]
+
+
+def test_a_grid_over_clip_under_a_loss_that_never_clips_is_one_config_named_with_the_fix():
+    points = runs(["profile=tiny", "clip=0.05"], ["profile=tiny", "clip=0.5"], ["profile=tiny", "clip=0.05", "seed=2"],
+                  ["profile=tiny", "clip=0.5", "seed=2"])
+    problems = inert_twin_problems(points)
+    assert len(problems) == 1, problems  # the twins of each seed, under one message
+    message, labels = next(iter(problems.items()))
+    assert labels == [label for label, _ in points]
+    for text in ("clip=0.05,0.5", "loss.clip_mode=none", "loss=forward_kl", "drop the sweep over clip",
+                 "loss=paper_clip"):
+        assert text in message, message
+
+
+def test_clip_counts_where_the_loss_clips_and_other_differences_are_real():
+    assert inert_twin_problems(runs(["clip=0.05"], ["clip=0.5"])) == {}  # loss=paper_clip reads clip
+    assert inert_twin_problems(runs(["loss=trust_region", "clip=0.5"], ["loss=trust_region", "clip=1.0"])) == {}
+    # under the tiny profile's loss, points that differ in a setting that is read are distinct configs
+    assert inert_twin_problems(runs(["profile=tiny", "clip=0.05", "learning_rate=1e-3"],
+                                    ["profile=tiny", "clip=0.5", "learning_rate=3e-3"])) == {}
+    # identical points are the launcher's exact-duplicate check, not this one
+    assert inert_twin_problems(runs(["profile=tiny", "clip=0.5"], ["profile=tiny", "clip=0.5"])) == {}
+
+
+def test_a_single_run_with_an_inert_value_runs():
+    run = load_run_config(compose(["profile=tiny", "clip=0.5"]))
+    assert run.clip == 0.5 and list(inert_settings(run)) == ["clip"]
+
+
+def test_the_cli_refuses_a_clip_grid_under_the_tiny_loss_before_any_compute(tmp_path, cache_dir):
+    proc = run_sweep(["-m", "profile=tiny", "clip=0.05,0.5", "seed=1", "train.max_steps=2", "train.save_steps=2",
+                      "eval.n_samples=1", "group=clip1"], tmp_path, cache_dir, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert "the sweep was not started" in output and "clip=0.05,0.5" in output and "loss.clip_mode=none" in output
+    assert "Traceback" not in output
+    assert not list(tmp_path.rglob("status.json")) and not list(tmp_path.rglob("metrics.jsonl"))
+
+
+def test_a_group_choice_the_profile_replaces_is_refused_naming_both_and_the_fix(tmp_path):
+    results = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "opsd_sweep.evaluate", "profile=tiny", "train.max_steps=0",
+                           "eval=aime24", "model=qwen3-4b", "seed=1", "group=b11", f"results_root={results}",
+                           f"cache_dir={tmp_path / 'cache'}"], cwd=REPO, text=True, capture_output=True, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert "eval=aime24 is replaced by profile=tiny" in output and "eval.name=tiny-arith-heldout" in output
+    assert "model=qwen3-4b is replaced by profile=tiny" in output and "model.name=tiny-qwen3" in output
+    assert "Drop eval=aime24" in output and "drop profile=tiny" in output
+    assert "Traceback" not in output and not results.exists()
+
+
+def test_a_sweep_refuses_the_replaced_choice_in_its_grid_check(tmp_path, cache_dir):
+    proc = run_sweep(["-m", "profile=tiny", "data=local", "seed=1,2"], tmp_path, cache_dir, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert "the sweep was not started: 2 of 2 jobs cannot run." in output
+    assert "data=local is replaced by profile=tiny" in output and "data.name=tiny-arith" in output
+
+
+def test_choices_the_profile_leaves_to_the_command_line_are_not_refused():
+    run = load_run_config(compose(["profile=tiny"]))
+    # loss: the profile's `override /loss:` yields to loss=...; single keys of a section win over the profile
+    assert overridden_choices("tiny", ["loss=paper_clip", "eval.n_samples=2", "model.dtype=float32", "seed=3"],
+                              run) == []
+    assert len(overridden_choices("tiny", ["eval=tiny_locked"], run)) == 1
