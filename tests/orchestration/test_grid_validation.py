@@ -20,7 +20,11 @@ from tests.conftest import run_sweep
     (["baseline=tiny", "seed=1,2"], ["override 'baseline=tiny': the published anchor", "is now called 'anchor'",
                                      "write 'anchor=tiny'"], []),
     (["baseline.mean=40", "seed=1,2"], ["override 'baseline.mean=40'", "write 'anchor.mean=40'"], []),
-], ids=["unknown-key", "invalid-value", "batch-sizes", "too-many-gpus", "old-anchor-group", "old-anchor-key"])
+    # one value written twice: the jobs are named by their overrides, though nothing tells them apart
+    (["learning_rate=1e-2,0.01", "seed=1"], ["would all be the one run", "#0 profile=tiny learning_rate=0.01 seed=1, "
+                                             "#1 profile=tiny learning_rate=0.01 seed=1:"], ["#0 , #1"]),
+], ids=["unknown-key", "invalid-value", "batch-sizes", "too-many-gpus", "old-anchor-group", "old-anchor-key",
+        "one-value-twice"])
 def test_an_invalid_grid_fails_at_once_with_every_problem(tmp_path, cache_dir, grid, expected, unexpected):
     proc = run_sweep(["-m", "profile=tiny", *grid], tmp_path, cache_dir, timeout=120)
     output = proc.stdout + proc.stderr

@@ -129,7 +129,9 @@ def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Se
             problems.setdefault(f"these jobs would all be the one run {run}: they differ only in settings that do "
                                 "not change what is computed, or in paths to files of identical content; drop "
                                 "the duplicates from the grid", []).extend(
-                f"#{job.num} " + " ".join(o for o in job.overrides if o not in common) for job in same)
+                # overrides Hydra read as one value (1e-2 and 0.01) have no difference to show: show them whole
+                f"#{job.num} " + (" ".join(o for o in job.overrides if o not in common) or " ".join(job.overrides))
+                for job in same)
     shared = set.intersection(*(set(job.overrides) for job in jobs)) if jobs else set()
     problems.update(inert_twin_problems([_loaded(same[0], shared) for same in by_run.values()]))  # one job per run
     if problems:
