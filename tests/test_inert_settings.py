@@ -37,9 +37,18 @@ def test_clip_counts_where_the_loss_clips_and_other_differences_are_real():
     assert inert_twin_problems(runs(["profile=tiny", "clip=0.5"], ["profile=tiny", "clip=0.5"])) == {}
 
 
+def test_a_grid_over_save_steps_is_one_config_when_only_the_last_checkpoint_is_scored():
+    grid = [["profile=tiny", "train.save_steps=2"], ["profile=tiny", "train.save_steps=4"]]
+    problems = inert_twin_problems(runs(*grid))
+    assert len(problems) == 1 and "train.save_steps=2,4 would be 2 configs that are one" in next(iter(problems))
+    assert "eval.checkpoints=all" in next(iter(problems))
+    # every checkpoint evaluated: which ones exist is what is computed
+    assert inert_twin_problems(runs(*[point + ["eval.checkpoints=all"] for point in grid])) == {}
+
+
 def test_a_single_run_with_an_inert_value_runs():
     run = load_run_config(compose(["profile=tiny", "clip=0.5"]))
-    assert run.clip == 0.5 and list(inert_settings(run)) == ["clip"]
+    assert run.clip == 0.5 and list(inert_settings(run)) == ["clip", "train.save_steps"]
 
 
 def test_the_cli_refuses_a_clip_grid_under_the_tiny_loss_before_any_compute(tmp_path, cache_dir):

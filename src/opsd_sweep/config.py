@@ -529,6 +529,11 @@ def inert_settings(run: RunConfig) -> dict[str, str]:
         inert["clip"] = ("loss.clip_mode=none (loss=forward_kl, and profile=tiny's loss) never clips, so clip "
                          "changes nothing; drop the sweep over clip, or choose a loss that uses it (loss=paper_clip "
                          "or loss=trust_region)")
+    if run.eval.checkpoints == "final":  # the last step is always saved (trainer); the others only resume exactly
+        inert["train.save_steps"] = ("eval.checkpoints=final scores only the last checkpoint, which is saved whatever "
+                                     "train.save_steps is (the others are resume points, and a resumed run "
+                                     "computes what an unbroken one does); drop the sweep over train.save_steps, "
+                                     "or evaluate every checkpoint (eval.checkpoints=all)")
     return inert
 
 
