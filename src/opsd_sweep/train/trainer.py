@@ -358,6 +358,9 @@ class OPSDTrainer:
             if self.backend == "vllm":  # always: a collapsed run is not evaluated, and its engine holds its student
                 self.rollout.restore_base()
         else:
+            # end_training destroys the process group; a rank that destroys it while another still uses it (rank 0
+            # hosts the store) can abort the other (a 2-process gloo cycle once ended SIGABRT after its last step)
+            self.accelerator.wait_for_everyone()
             self.accelerator.end_training()
 
 
