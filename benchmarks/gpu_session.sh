@@ -13,6 +13,8 @@
 #                speed, what eval.merge_lora=true gives a cycle; benchmarks/eval_levers.py projects 40.7-47.2 min)
 #   eval_fp8     the same with eval.kv_cache_dtype=fp8 (its own engine at 0.9): half the KV bytes a token
 #                (each of the three: ~3 min engine start + $TIME_LIMIT; 420 s each fits two of them beside gpu_check)
+#   compare_fp8  `python -m opsd_sweep.evaluate compare` of fp8 against auto KV cache on gpu_check's seed-1 checkpoint
+#                (benchmarks/compare_on_gpu.py; after gpu_check; two engine starts, ~3-4 min)
 #   shared_tail  two checkpoints' AIME24-sized evals in one engine: at the published lengths ~2 x 55 min,
 #                beyond one session (bench_shared_tail.py --lengths short for the old probe)
 #   eval_default part 2 alone with the cycle's evaluator, 360 requests: at the published lengths ~55 min,
@@ -44,8 +46,8 @@ steps=("${@:2}")
 [ ${#steps[@]} -gt 0 ] || steps=(gpu_check eval_part)
 for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time is spent
     case $name in
-        gpu_check|eval_part|eval_whole|eval_merged|eval_fp8|shared_tail|eval_default) ;;
-        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_whole, eval_merged, eval_fp8, shared_tail," \
+        gpu_check|eval_part|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
+        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
                 "eval_default)"; exit 2 ;;
     esac
 done
@@ -56,6 +58,7 @@ for name in "${steps[@]}"; do
         eval_whole) part eval_whole --eval-engine-share 0.9 ;;
         eval_merged) part eval_merged --eval-without-adapter ;;
         eval_fp8) part eval_fp8 --eval-kv-cache fp8 ;;
+        compare_fp8) step compare_fp8 python3 -m benchmarks.compare_on_gpu --work /tmp/gc --out "$OUT/compare_fp8" ;;
         shared_tail) step shared_tail python3 -m benchmarks.bench_shared_tail --work /tmp/be --out "$OUT/shared_tail" \
                          --checkpoints 2 ;;
         eval_default) step eval_default python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/eval_default" \
