@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from opsd_sweep.summarize.collapses import console_line
 from opsd_sweep.summarize.collect import collect
 from benchmarks.rundirs import base_run, draw_correct, write_run
 
@@ -102,3 +103,16 @@ def test_one_dir_under_overlapping_roots_counts_once_beside_its_twin_in_another_
     assert [Path(p).resolve() for p in c.skipped["path"]] == [failed.path.resolve()]
     assert list(c.skipped["state"]) == ["failed"]
     assert c.samples.groupby("run_id").size().tolist() == [SAMPLES]
+
+
+def test_the_collapse_line_counts_a_seed_run_in_two_groups_once(tmp_path):
+    """A seed that failed after 3 steps in g1 and finished in g2 is one judged seed, not one judged and one not."""
+    g1, g2 = tmp_path / "results" / "g1", tmp_path / "results" / "g2"
+    evaluation = dataclasses.replace(base_run().eval, n_samples=K)
+    early = write_run(g1, learning_rate=1e-5, seed=1, correct=None, state="failed", steps=3, eval=evaluation)
+    _ended(early, "2026-01-01T00:00:00+00:00")
+    _finished(g1, seed=2, ended_at="2026-01-02T00:00:00+00:00")
+    _finished(g2, seed=1, ended_at="2026-01-03T00:00:00+00:00")
+
+    line = console_line(collect([str(g1), str(g2)]).runs)
+    assert line.endswith("no collapse in 2 seeds"), line

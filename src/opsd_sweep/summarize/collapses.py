@@ -40,10 +40,19 @@ def per_config(steps: pd.DataFrame) -> list[str]:
     trained runs: collapses over the runs the rule could judge, the others named."""
     lines = []
     for label, group in steps.groupby("label", sort=True):
+        group = one_row_per_seed(group)
         judged = group[group["collapse_judged"].astype(bool)]
         not_judged = [str(why) for why in group.loc[~group["collapse_judged"].astype(bool), "collapse_reason"]]
         lines.append(f"{label}: {collapse_count(len(judged), [int(s) for s in judged['collapse_step'].dropna()], not_judged)}")
     return lines
+
+
+def one_row_per_seed(group: pd.DataFrame) -> pd.DataFrame:
+    """A config's seed run in two dirs (a failed copy in one group, the finished one in another) is one seed:
+    the copy that counts, else the last listed."""
+    if "cfg.seed" not in group or "counts" not in group:
+        return group
+    return group.sort_values("counts", kind="stable").drop_duplicates("cfg.seed", keep="last")
 
 
 def trained_runs(runs: pd.DataFrame) -> pd.DataFrame:
