@@ -95,11 +95,12 @@ def how_many_seeds(summary_md) -> str:
 @pytest.mark.parametrize("seeds, split", [((1, 2), False), ((1, 2, 3), True)])
 def test_the_seeds_advice_splits_the_noise_only_where_the_noise_section_does(tmp_path, capsys, seeds, split):
     """With 2 runs per config the Noise section gives no split (MIN_SPLIT_RUNS = 3); the advice used to say
-    'Eval sampling makes N% of the run-to-run variance' all the same."""
+    'Eval sampling makes N% of the run-to-run variance' all the same, and the decision-cost plot drew a curve
+    from that split."""
     from opsd_sweep.summary import main as summary_main
 
     rundir_sweep(tmp_path / "g", seeds)
-    summary_main([str(tmp_path / "g"), "--baseline", "lr=5e-06", "--anchor", "none", "--no-plots"])
+    summary_main([str(tmp_path / "g"), "--baseline", "lr=5e-06", "--anchor", "none"])
     capsys.readouterr()
     advice, text = how_many_seeds(tmp_path / "g" / "summary.md"), (tmp_path / "g" / "summary.md").read_text()
     noise = text.split("## Noise: eval sampling vs training seed")[1]
@@ -107,6 +108,7 @@ def test_the_seeds_advice_splits_the_noise_only_where_the_noise_section_does(tmp
     assert ("Eval sampling makes" in advice) == split
     assert ("No split of the noise into eval sampling and training seed (it needs a config with at least 3 runs"
             in advice) == (not split)
+    assert (tmp_path / "g" / "plots" / "decision_cost_by_k.png").exists() == split
 
 
 def test_the_console_says_no_number_of_seeds_is_enough_against_the_anchor_as_summary_md_does(tmp_path, capsys):

@@ -403,6 +403,16 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
     return advice
 
 
+def advice_runs_split(analysis: Analysis) -> bool:
+    """Whether the runs the seeds advice's SD comes from (the pool's, or every usable run's when the SD is
+    declared) hold a config whose noise the Noise section splits (>= MIN_SPLIT_RUNS runs, per-sample data):
+    the advice's eval share is said only where that section has one, so the two never disagree."""
+    runs = analysis.usable if analysis.power.get("known") else analysis.pool.members
+    if "eval_sd" not in analysis.table or runs.empty or "label" not in runs:
+        return False
+    return bool(analysis.table.loc[analysis.table["label"].isin(set(runs["label"])), "eval_sd"].notna().any())
+
+
 def collapse_price(usable: pd.DataFrame, metric: str, sd: float) -> dict | None:
     """What collapses cost the seeds advice: the share r of the trained runs the rule judged that collapsed,
     the score gap between the runs that did not and those that did, and the run-to-run SD of a config that

@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 from opsd_sweep.summarize.collect import TRAINING_KNOBS, is_base_model, short_names  # noqa: E402
-from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, seed_part_note  # noqa: E402
+from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, advice_runs_split, seed_part_note  # noqa: E402
 from opsd_sweep.summarize.races import Race  # noqa: E402
 from opsd_sweep.summarize.transitions import Transitions, plot_transitions  # noqa: E402
 from opsd_sweep.inference import stats  # noqa: E402
@@ -224,10 +224,11 @@ def plot_variance(analysis: Analysis, display: str, level: float, path: Path) ->
 
 def plot_decision_cost(analysis: Analysis, display: str, path: Path) -> bool:
     """GPU-hours per config that the seeds needed for the target effect cost, by samples per problem K,
-    with the runs' K, larger_k and the cost-optimal K marked. False without per-phase GPU-hours."""
+    with the runs' K, larger_k and the cost-optimal K marked. False without per-phase GPU-hours, or where the
+    seeds advice gives no split of the noise (the curve rests on one)."""
     p = analysis.power
     rows = [r for r in p.get("cost_by_k", []) if r["gpu_h"] is not None]
-    if not rows:
+    if not rows or not advice_runs_split(analysis):
         return False
     fig, ax = plt.subplots(layout="constrained", figsize=(8, 4.5))
     ks, hours = [r["k"] for r in rows], [r["gpu_h"] for r in rows]

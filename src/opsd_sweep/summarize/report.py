@@ -14,7 +14,8 @@ from rich.table import Table
 from opsd_sweep.summarize.caps import summary_section as cap_section
 from opsd_sweep.summarize.collapses import race_lines, summary_section
 from opsd_sweep.summarize.collect import Collection
-from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, power_reference, seed_part_note
+from opsd_sweep.summarize.config_stats import (MIN_SPLIT_RUNS, Analysis, advice_runs_split, power_reference,
+                                               seed_part_note)
 from opsd_sweep.summarize.races import Race
 from opsd_sweep.summarize.sampling import sampling_lines
 from opsd_sweep.summarize.settings import SummarySettings
@@ -228,16 +229,6 @@ def _beyond(unreachable: bool, more_than: str) -> str:
     """A seeds figure the search gave up on: no number at all when the anchor's own uncertainty is the limit
     (as the advice's first line says), else `more_than` the search's 10000."""
     return "still no number of seeds would be enough against the anchor" if unreachable else more_than
-
-
-def advice_runs_split(analysis: Analysis) -> bool:
-    """Whether the runs the seeds advice's SD comes from (the pool's, or every usable run's when the SD is
-    declared) hold a config whose noise the Noise section splits (>= MIN_SPLIT_RUNS runs, per-sample data):
-    the advice's eval share is said only where that section has one, so the two never disagree."""
-    runs = analysis.usable if analysis.power.get("known") else analysis.pool.members
-    if "eval_sd" not in analysis.table or runs.empty or "label" not in runs:
-        return False
-    return bool(analysis.table.loc[analysis.table["label"].isin(set(runs["label"])), "eval_sd"].notna().any())
 
 
 def samples_cost_statement(p: dict, larger_k: int) -> str:
