@@ -284,6 +284,15 @@ def traced_part(record: dict, project_requests: list[int], capacities: list[int]
     return {"fit": fit, "measured_part": part, "projections": projections}
 
 
+def cut_at(record: dict, seconds: float) -> dict:
+    """The record as if its part had been cut after `seconds` of traced steps: two parts cut at different
+    times are compared over the same span of the eval (the crowded start costs more per KV byte)."""
+    trace = record["step_trace"]
+    steps = int(np.searchsorted(np.cumsum(trace["seconds"]), seconds, side="right"))
+    return record | {"status": f"cut at {seconds:g} s", "done_so_far": None,
+                     "step_trace": {key: values[:steps] for key, values in trace.items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("record", type=Path, help="an aime_sized_eval record with engine_steps (bench_cycle.py)")
@@ -297,10 +306,14 @@ def main() -> None:
     parser.add_argument("--kv-capacity", type=int, nargs="+", default=None,
                         help="a record with a step trace: project on engines of these KV caches, in tokens "
                              "(default: the record's engine's)")
+    parser.add_argument("--cut-at-s", type=float, default=None,
+                        help="a record with a step trace: use only its first this many seconds of steps")
     parser.add_argument("--out", type=Path, default=None, help="also write the figures here as JSON")
     args = parser.parse_args()
 
     record = json.loads(args.record.read_text())
+    if args.cut_at_s is not None:
+        record = cut_at(record, args.cut_at_s)
     if "step_trace" in record:
         figures = traced_part(record, args.project_requests, args.kv_capacity)
         fit, part = figures["fit"], figures["measured_part"]
