@@ -61,7 +61,15 @@ def test_unknown_or_ambiguous_keys_and_bad_terms_say_what_to_write():
     with pytest.raises(SelectorError, match="'clip' is not a key that differs between the configs"):
         select_config("clip=0.05", configs, "--baseline")
     with pytest.raises(SelectorError, match="'max_steps' is not a key=value term"):
-        select_config("max_steps", configs, "--baseline")
+        select_config("max_steps=0 max_steps", configs, "--baseline")
+
+
+def test_a_selector_meant_as_a_label_lists_the_labels():
+    """'base model' where two base models make the labels 'base model model=a' and 'base model model=b'."""
+    configs = {"base model model=a": {"model": "a"}, "base model model=b": {"model": "b"}, "lr=1e-05": {"model": "a"}}
+    with pytest.raises(SelectorError, match=r"--baseline='base model' is no config's label .* the labels are "
+                                            r"\['base model model=a', 'base model model=b', 'lr=1e-05'\]"):
+        select_config("base model", configs, "--baseline")
 
 
 def test_null_bool_and_text_values():

@@ -96,6 +96,9 @@ def select_config(selector: str, configs: Mapping[str, Mapping[str, Any]], flag:
     """
     if selector in configs:
         return selector
+    if "=" not in selector:  # meant as a label (e.g. 'base model' where several configs are base models)
+        raise SelectorError(f"{flag}={selector!r} is no config's label and holds no key=value term; the labels are "
+                            f"{sorted(configs)}: pass one of them whole, or key=value terms (e.g. {flag}='lr=5e-06')")
     keys = set().union(*(values.keys() for values in configs.values()))
     terms = [(resolve_key(key, keys, selector, flag), value) for key, value in parse_selector(selector, flag)]
     matched = [label for label, values in configs.items()
