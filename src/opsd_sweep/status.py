@@ -93,7 +93,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from opsd_sweep.console import table_console
+from opsd_sweep.console import quiet_on_closed_pipe, table_console
 from opsd_sweep.interrupt import exit_code, signals_raise
 from opsd_sweep.run import takeover
 from opsd_sweep.run.claims import current_owner, owner_alive
@@ -519,4 +519,4 @@ def wait_for(condition: str, root: Path, read, timeout: float | None,
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from opsd_sweep.summarize.races import (declared_baseline_labels, find_race_logs
 from opsd_sweep.summarize.report import metric_display, print_table, write_markdown
 from opsd_sweep.summarize.settings import AUTO, PAIRINGS, POOL_OPT_INS, SummarySettings, load_anchor, load_settings
 from opsd_sweep.summarize.transitions import transitions
-from opsd_sweep.console import table_console
+from opsd_sweep.console import quiet_on_closed_pipe, table_console
 
 
 EXAMPLES = """examples:
@@ -138,4 +139,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(quiet_on_closed_pipe(main))
