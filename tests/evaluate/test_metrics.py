@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from opsd_sweep.evaluate.grade import grade
 from opsd_sweep.evaluate.metrics import avg_at_n, compute_metrics, majority_at_n, pass_at_k, pass_at_k_curve
 
 
@@ -75,3 +76,15 @@ def test_compute_metrics_refuses_a_problem_without_samples_or_no_problems():
         compute_metrics([{"samples": [record("1", True, 1, "stop")]}, {"samples": []}])
     with pytest.raises(ValueError, match="at least one problem"):
         compute_metrics([])
+
+
+def test_majority_vote_counts_answers_the_grader_finds_equal_to_the_gold_as_one_answer():
+    """Four samples state the gold 1/2 in four forms (math-verify grades each correct), two say 3: the majority
+    answer is 1/2 (4 votes to 2), so maj@n is 100, not 0 (four 1-vote strings losing to "3")."""
+    texts = ["\\boxed{0.5}", "\\boxed{\\frac{1}{2}}", "\\boxed{1/2}", "\\boxed{\\dfrac{1}{2}}", "\\boxed{3}",
+             "\\boxed{3}"]
+    grades = [grade(text, "\\frac{1}{2}", timeout=5) for text in texts]
+    assert [g.correct for g in grades] == [True, True, True, True, False, False]
+    problems = [{"id": "half", "answer": "\\frac{1}{2}",
+                 "samples": [record(g.pred, g.correct, 10, "stop") for g in grades]}]
+    assert compute_metrics(problems)["maj_at_n"] == 100.0

@@ -44,25 +44,23 @@ def pass_at_k_curve(correct: np.ndarray) -> dict[str, float]:
 
 
 def majority_at_n(preds: list[list[str | None]], correct: np.ndarray) -> float:
-    """Percent of problems whose most frequent answer (by `answer_key`) is correct.
+    """Percent of problems whose most frequent answer is correct.
 
-    Unformatted samples do not vote; a problem with no vote scores 0. A tie between several top
-    answers scores the fraction of them that are correct (the expected score of a random tie-break),
-    so the metric does not depend on sample order.
+    Answers vote by value: every correct answer equals the gold by the grader (math-verify too: 0.5, 1/2 and
+    \\frac{1}{2} of a gold 1/2), so the correct ones are one answer; a wrong one votes by `answer_key`
+    (equal integers and normal forms). Unformatted samples do not vote; a problem with no vote scores 0. A tie
+    between several top answers scores the fraction of them that are correct (the expected score of a random
+    tie-break), so the metric does not depend on sample order.
     """
     total = 0.0
     for row_preds, row_correct in zip(preds, correct):
-        votes: Counter[str] = Counter()
-        key_correct: dict[str, bool] = {}
-        for pred, ok in zip(row_preds, row_correct):
-            if pred is not None:
-                key = answer_key(pred)
-                votes[key] += 1
-                key_correct.setdefault(key, bool(ok))  # equal keys are graded alike; keep the first
+        votes: Counter[tuple[bool, str]] = Counter(
+            (True, "") if ok else (False, answer_key(pred))
+            for pred, ok in zip(row_preds, row_correct) if pred is not None)
         if votes:
             top = max(votes.values())
             winners = [key for key, count in votes.items() if count == top]
-            total += sum(key_correct[key] for key in winners) / len(winners)
+            total += sum(ok for ok, _ in winners) / len(winners)
     return 100.0 * total / len(preds)
 
 
