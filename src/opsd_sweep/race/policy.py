@@ -397,6 +397,13 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
     for config in _confirming(state.winner, spec):
         if config in summaries:
             summaries[config] = _summaries(results, [config], ("race", "confirm"))[config]
+    # a confirmation seed stopped at its collapse with no declared score: as in every round, the config leaves
+    # (judged on its surviving seeds, the winner could be confirmed by the seeds that did not collapse)
+    state, unscored = _drop_unscored(summaries, state)
+    records = records + unscored
+    summaries = {c: summ for c, summ in summaries.items() if c not in state.dropped}
+    if not summaries:
+        return Step(replace(state, phase="done"), records, [])
     confirm = _summaries(results, [state.winner], ("confirm",))[state.winner]
     rows = assess(summaries, spec, state.round, "final", futile=len(state.futile),
                   claim_alpha=_claim_level(state, spec), results=results)
