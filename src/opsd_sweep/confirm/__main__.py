@@ -75,6 +75,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     analysis = analyse(collection.runs, settings, None)
     chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config)
     arms = {role: plan.make_arm(role, label, analysis) for role, label in (("config", chosen), ("baseline", baseline))}
+    plan.check_real_runs(arms)
     count, seeds_how = ((args.seeds, "declared with --seeds") if args.seeds is not None
                         else plan.default_seed_count(analysis))
     largest = plan.largest_seed(collection)

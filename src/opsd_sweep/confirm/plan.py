@@ -97,6 +97,17 @@ def make_arm(role: str, label: str, analysis: Analysis) -> Arm:
     return Arm(role, label, config, run_dirs, untrained, estimate)
 
 
+def check_real_runs(arms: dict[str, Arm]) -> None:
+    """Refuse arms of simulated runs (executor=simulate) before anything runs: a simulated run scores one synthetic
+    problem set and no eval suite's members, so its confirmation runs would finish with no score on the tuning or
+    the locked benchmark and the confirmation could never end."""
+    simulated = [f"{arm.role} {arm.label!r}" for arm in arms.values() if arm.config.get("executor") == "simulate"]
+    if simulated:
+        raise ConfirmError(f"the {' and the '.join(simulated)} of this sweep are simulated runs (executor=simulate): "
+                           "they score one synthetic problem set, with no tuning or locked benchmark to confirm on; "
+                           "confirm a sweep of real runs (executor=real)")
+
+
 def _plain(value):
     if hasattr(value, "item"):
         value = value.item()
