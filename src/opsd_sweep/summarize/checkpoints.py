@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from opsd_sweep.evaluate.checkpoint_race import correct_counts
+from opsd_sweep.evaluate.metrics import per_problem_mean
 from opsd_sweep.inference import stats
 from opsd_sweep.run.rundir import RunDir, read_json
 
@@ -48,8 +49,11 @@ def step_of(evaluation: dict) -> int | None:
 
 
 def checkpoint_score(evaluation: dict) -> float:
-    """avg@n in percent over every problem and sample."""
-    return 100 * float(np.mean([s["correct"] for p in evaluation["problems"] for s in p["samples"]]))
+    """avg@n in percent from the raw samples, as eval.json's metrics score it: the mean over problems of each
+    problem's solve rate, so an allocated evaluation (eval.allocation=neyman, each problem its own count) weighs
+    every problem the same, not the problems it drew more of."""
+    return 100 * per_problem_mean([np.array([s["correct"] for s in p["samples"]], dtype=float)
+                                   for p in evaluation["problems"]])
 
 
 COLUMNS = ["run_id", "label", "checkpoint_step", "mode", "average_last", "samples", "score", "first_round"]
