@@ -124,9 +124,10 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
                            "config_scores": x.tolist(), "baseline_scores": y.tolist(), "difference": diff.as_dict()})
         missing += [(role, s, " + ".join(members)) for role in arms for s in seeds if s not in per_arm[role]]
     unfinished = report.unfinished_runs(missing)  # a run is scored on every benchmark at once: count runs
+    failed_runs = [run for role, c in scores.items() for run in report.failed_runs(c.runs, role, seeds)]
     if diffs[1].n == 0:  # no pair on the locked benchmark: no difference, so no verdict word
         word, line = None, report.no_verdict_line(len(unfinished), 2 * len(seeds), args.report_only,
-                                                  locked_name, not seen, len(seen))
+                                                  locked_name, not seen, len(seen), failed_runs)
     else:
         word = verdict(diffs[1].paired_low, diffs[1].paired_high)  # the locked benchmark's
         line = verdict_line(word, locked_name, diffs[1], not seen, len(seen), settings.metric)
@@ -141,7 +142,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
                          "locked": not seen, "seen_runs": len(seen), "examples": seen[:3]},
               "sweep_estimate": {**arms["config"].sweep_estimate, "selected": True,
                                  "note": "selected from the sweep's configs: optimistic (winner's curse)"},
-              "benchmarks": benchmarks, "unfinished_runs": unfinished,
+              "benchmarks": benchmarks, "unfinished_runs": unfinished, "failed_runs": failed_runs,
               "missing": sorted({f"{role} seed {seed} on {bench}" for role, seed, bench in missing})}
     md, js = report.write(result, results_dir)
     for bench in (b for b in benchmarks if b["difference"]["n"]):  # a benchmark with no pair has nothing to show
@@ -153,9 +154,8 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     print(f"[confirm] the sweep's own estimate (selected, optimistic): {report._f(est.get('delta_baseline'))} vs "
           f"the baseline over {est.get('n')} seeds")
     if unfinished and word is not None:
-        how = ("run the same command without --report-only to run them" if args.report_only
-               else "rerun the same command to finish them")
-        print(f"[confirm] {len(unfinished)} of {2 * len(seeds)} run(s) did not finish: {how}")
+        print(f"[confirm] {len(unfinished)} of {2 * len(seeds)} run(s) did not finish: "
+              f"{report.how_to_finish(args.report_only, failed_runs)}")
     print(line)
     print(f"wrote {md}, {js}")
     return 1 if failed or unfinished else 0  # 1: the confirmation is not complete (as a failed launch)

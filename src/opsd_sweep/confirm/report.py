@@ -50,15 +50,33 @@ def unfinished_runs(missing: list[tuple[str, int, str]]) -> list[str]:
     return [f"{role} seed {seed}" for role, seed in sorted({(role, seed) for role, seed, _ in missing})]
 
 
+def failed_runs(runs: pd.DataFrame, role: str, seeds: list[int]) -> list[str]:
+    """The runs ("config seed 4") of an arm's planned seeds whose last attempt failed, from collect's runs table of
+    its folder."""
+    if runs.empty:
+        return []
+    failed = runs[(runs["state"] == "failed") & runs["cfg.seed"].isin(seeds)]
+    return [f"{role} seed {int(seed)}" for seed in sorted(failed["cfg.seed"].unique())]
+
+
+def how_to_finish(report_only: bool, failed: list[str]) -> str:
+    """What finishes the confirmation: running (or rerunning) the command, and for a failed run rerun_failed=true:
+    a rerun skips a run whose last attempt failed (conf/config.yaml rerun_failed: false)."""
+    how = ("run the same command without --report-only to run them" if report_only
+           else "rerun the same command to finish them (finished runs are skipped)")
+    if failed:
+        how += (f"; {len(failed)} failed ({', '.join(failed)}) and a rerun skips a failed run: add "
+                "'rerun_failed=true' after '--' to retry them")
+    return how
+
+
 def no_verdict_line(unfinished: int, planned: int, report_only: bool, benchmark: str, locked: bool,
-                    seen_runs: int) -> str:
+                    seen_runs: int, failed: list[str] = ()) -> str:
     """The line in place of a verdict when no seed has a score from both arms on the locked benchmark."""
     runs = f"{planned} confirmation runs ({planned // 2} fresh seeds x 2 arms)"
     what = (f"none of the {runs} has finished" if unfinished == planned else
             f"{unfinished} of the {runs} did not finish, and no seed has a score of both arms")
-    how = ("run the same command without --report-only to run them" if report_only
-           else "rerun the same command to finish them (finished runs are skipped)")
-    line = f"NO VERDICT YET on {benchmark}: {what}; {how}"
+    line = f"NO VERDICT YET on {benchmark}: {what}; {how_to_finish(report_only, list(failed))}"
     if not locked:
         line += (f"; NOT from a locked benchmark: {seen_runs} run(s) of the sweep evaluated {benchmark}, "
                  "so it would be no locked confirmation")
@@ -113,7 +131,7 @@ def markdown(result: dict) -> str:
               "seed scored by both arms there is no verdict yet."]
     if result.get("unfinished_runs"):
         lines += ["", f"Runs that did not finish ({len(result['unfinished_runs'])} of {2 * len(plan['seeds'])}; "
-                  "rerun the command): " + "; ".join(result["unfinished_runs"])]
+                  f"{how_to_finish(False, result.get('failed_runs') or [])}): " + "; ".join(result["unfinished_runs"])]
     return "\n".join(lines) + "\n"
 
 
