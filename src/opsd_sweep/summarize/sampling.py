@@ -11,12 +11,14 @@ COLUMNS = ("n_samples", "k_source", "k_reason", "allocation", "allocation_reason
 
 
 def sampling_lines(runs: pd.DataFrame) -> list[str]:
-    """Markdown lines: one sentence when every counted run drew a declared K of every problem, else a table of
-    each counted run's K, allocation and reasons, and how runs of different K are analysed together. [] without
-    the columns (external results only)."""
+    """Markdown lines: one sentence when every counted run of the sweep drew a declared K of every problem, else a
+    table of each counted run's K, allocation and reasons, and how runs of different K are analysed together. []
+    without the columns or without such runs (external results only: their rows are never described here)."""
     if not set(COLUMNS) <= set(runs.columns):
         return []
     usable = runs[runs["counts"].astype(bool)] if "counts" in runs else runs
+    if "external" in usable:  # an external CSV's n_samples was planned elsewhere: no K, allocation or reason here
+        usable = usable[~usable["external"].astype(bool)]
     usable = usable[usable["n_samples"].notna()]
     if usable.empty:
         return []
