@@ -48,6 +48,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         "group, e.g. 'eval=aime25' (its dataset; the sweep's sampling protocol stays)")
     parser.add_argument("--metric", help="score column, as the summary's --metric (default conf/summary.yaml)")
     parser.add_argument("--level", type=float, help="interval coverage (default conf/summary.yaml)")
+    parser.add_argument("--collapsed-score", type=float, help="the score a run stopped at its collapse "
+                        "(train.stop_on_collapse) counts with, e.g. 0, as the summary's; without it a confirmation "
+                        "with such a run gets no verdict (judged on its other seeds, an arm is judged on its survivors)")
     parser.add_argument("--report-only", action="store_true", help="run nothing: report the confirmation runs "
                         "that exist")
     return parser.parse_args(own), passthrough
@@ -68,6 +71,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     roots = plan.sweep_roots(results_dir)
     flags = ["--baseline", args.baseline, "--anchor", "none", "--no-plots"]
     flags += (["--metric", args.metric] if args.metric else []) + (["--level", str(args.level)] if args.level else [])
+    flags += ["--collapsed-score", str(args.collapsed_score)] if args.collapsed_score is not None else []
     settings = summary.parse_args([*roots, *flags])
     collection = collect(roots)
     if collection.runs.empty:
@@ -114,18 +118,25 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     level = settings.level
     scores = {role: collect([folders[role]]) for role in arms}
     benchmarks, diffs, missing = [], [], []
+    stopped = {role: report.collapsed_seeds(c.runs, seeds) for role, c in scores.items()}  # finished, no score
     for role_name, members in (("tuning", list(tuning)), ("locked", [locked_name])):
-        per_arm = {role: report.arm_scores(c.runs, c.samples, members, settings.metric, seeds) if not c.runs.empty
+        per_arm = {role: report.arm_scores(c.runs, c.samples, members, settings.metric, seeds,
+                                           settings.collapsed_score) if not c.runs.empty
                    else {} for role, c in scores.items()}
         paired_seeds, x, y = report.paired(per_arm["config"], per_arm["baseline"])
         diff = report.bounded(paired_difference(x, y, level), settings.metric)
         diffs.append(diff)
         benchmarks.append({"name": " + ".join(members), "role": role_name, "seeds": paired_seeds,
                            "config_scores": x.tolist(), "baseline_scores": y.tolist(), "difference": diff.as_dict()})
-        missing += [(role, s, " + ".join(members)) for role in arms for s in seeds if s not in per_arm[role]]
+        missing += [(role, s, " + ".join(members)) for role in arms for s in seeds
+                    if s not in per_arm[role] and s not in stopped[role]]
     unfinished = report.unfinished_runs(missing)  # a run is scored on every benchmark at once: count runs
     failed_runs = [run for role, c in scores.items() for run in report.failed_runs(c.runs, role, seeds)]
-    if diffs[1].n == 0:  # no pair on the locked benchmark: no difference, so no verdict word
+    unscored = [f"{role} seed {s}" for role in arms for s in sorted(stopped[role])] \
+        if settings.collapsed_score is None else []
+    if unscored:  # finished with no score: the pairs left would judge an arm on the seeds that did not collapse
+        word, line = None, report.collapsed_line(unscored, locked_name)
+    elif diffs[1].n == 0:  # no pair on the locked benchmark: no difference, so no verdict word
         word, line = None, report.no_verdict_line(len(unfinished), 2 * len(seeds), args.report_only,
                                                   locked_name, not seen, len(seen), failed_runs)
     else:
@@ -143,6 +154,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
               "sweep_estimate": {**arms["config"].sweep_estimate, "selected": True,
                                  "note": "selected from the sweep's configs: optimistic (winner's curse)"},
               "benchmarks": benchmarks, "unfinished_runs": unfinished, "failed_runs": failed_runs,
+              "collapsed_runs": [f"{role} seed {s}" for role in arms for s in sorted(stopped[role])],
               "missing": sorted({f"{role} seed {seed} on {bench}" for role, seed, bench in missing})}
     md, js = report.write(result, results_dir)
     for bench in (b for b in benchmarks if b["difference"]["n"]):  # a benchmark with no pair has nothing to show
@@ -158,7 +170,8 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
               f"{report.how_to_finish(args.report_only, failed_runs)}")
     print(line)
     print(f"wrote {md}, {js}")
-    return 1 if failed or unfinished else 0  # 1: the confirmation is not complete (as a failed launch)
+    # 1: the confirmation is not complete (as a failed launch), or a collapse with no score withholds its verdict
+    return 1 if failed or unfinished or unscored else 0
 
 
 if __name__ == "__main__":

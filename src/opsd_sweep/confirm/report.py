@@ -15,11 +15,34 @@ PER_PROBLEM = ("avg_at_n", "pooled")
 
 
 def arm_scores(runs: pd.DataFrame, samples: pd.DataFrame, members: list[str], metric: str,
-               seeds: list[int]) -> dict[int, float]:
+               seeds: list[int], collapsed_score: float | None = None) -> dict[int, float]:
     """{seed: score} of an arm's finished runs (collect's tables of its folder) on the suite members `members`.
 
     One member: its own column `<member>.<metric>`. Several (a sweep tuned on a suite): avg@n over the union
-    of their problems, from the per-sample records (only for avg_at_n / pooled)."""
+    of their problems, from the per-sample records (only for avg_at_n / pooled). A run stopped at its collapse
+    (train.stop_on_collapse) has no eval: it enters at `collapsed_score` when declared, on every benchmark."""
+    floor = {s: float(collapsed_score) for s in collapsed_seeds(runs, seeds)} if collapsed_score is not None else {}
+    return _scored(runs, samples, members, metric, seeds) | floor
+
+
+def collapsed_seeds(runs: pd.DataFrame, seeds: list[int]) -> set[int]:
+    """The planned seeds whose run stopped at its collapse (state collapsed): finished, with no score."""
+    if runs.empty:
+        return set()
+    return {int(s) for s in runs.loc[(runs["state"] == "collapsed") & runs["cfg.seed"].isin(seeds), "cfg.seed"]}
+
+
+def collapsed_line(unscored: list[str], benchmark: str) -> str:
+    """The line in place of a verdict when a confirmation run stopped at its collapse and no score is declared."""
+    return (f"NO VERDICT on {benchmark}: {len(unscored)} confirmation run(s) stopped at a collapse "
+            f"(train.stop_on_collapse) with no score ({', '.join(unscored)}); judged on the seeds that did not "
+            "collapse, an arm would be judged on its survivors. Declare the score they count with, e.g. "
+            "--collapsed-score 0 (a collapse is a finding about the config)")
+
+
+def _scored(runs: pd.DataFrame, samples: pd.DataFrame, members: list[str], metric: str,
+            seeds: list[int]) -> dict[int, float]:
+    """{seed: score} of the runs that count (see arm_scores)."""
     runs = runs[runs["counts"].astype(bool) & runs["cfg.seed"].isin(seeds)]
     if len(members) == 1:
         column = f"{members[0]}.{metric}"
