@@ -198,9 +198,12 @@ def _drop_unscored(summaries: dict[str, ConfigSummary], state: RaceState) -> tup
 
 
 def _gpu_hours_used(results) -> tuple[float, float]:
-    """(GPU-hours used so far, mean GPU-hours per run) over every run of the race."""
+    """(GPU-hours used so far by every run of the race, mean GPU-hours of a run that finished). A planned run is
+    projected at a finished run's cost: failed runs (often refused or ended before any GPU time) would pull the
+    projection down and let the race pass its budget; their GPU-hours count in what was used."""
     used = sum(r.gpu_hours for r in results)
-    return used, used / len(results) if results else 0.0
+    finished = [r.gpu_hours for r in results if r.state in SEEDS_RUN] or [r.gpu_hours for r in results]
+    return used, float(np.mean(finished)) if finished else 0.0
 
 
 def spent(results, config: str) -> tuple[int, float]:
