@@ -29,10 +29,11 @@ def plan_shards(problem_ids: list[str], n_samples: int, shard_size: int, seed: i
                 stages: tuple[int, ...] = (), counts: list[int] | None = None) -> list[Shard]:
     """problems x samples jobs in sample-major order, cut into shards of `shard_size` jobs.
 
-    A sample's seed depends on (run seed, problem id, sample number) only, so vllm draws the same
-    sample whatever the sharding, and whatever the samples per problem: with `counts` (an allocation:
-    problem p draws counts[p] samples, not n_samples) sample s of problem p is the sample a uniform plan
-    draws there, so two plans of one checkpoint share the samples both draw. hf seeds per shard. `stages`
+    A sample's seed depends on (run seed, problem id, sample number) only, and both backends draw each
+    sample from its own seed (vllm per request, hf by generate.SeededSampler), so a sample is the same
+    whatever the sharding, and whatever the samples per problem: with `counts` (an allocation: problem p
+    draws counts[p] samples, not n_samples) sample s of problem p is the sample a uniform plan draws
+    there, so two plans of one checkpoint share the samples both draw (hf up to batch rounding). `stages`
     (eval.checkpoints=race: the samples per problem after each round) also cut the shards, so that the
     first m samples of every problem are exactly the shards before stage m: a round draws whole shards
     and never a sample of the next.
