@@ -39,9 +39,11 @@ def test_collapsed_confirmation_runs_withhold_the_verdict_and_are_not_called_unf
     assert result["verdict"] is None and result["verdict_line"].startswith("NO VERDICT on tiny-arith-locked: 2 "
                                                                            "confirmation run(s) stopped at a collapse")
     assert "--collapsed-score 0" in proc.stdout
+    assert "config seed 3; config seed 4: with no declared score" in (swept / "confirm.md").read_text()
 
     proc = run("opsd_sweep.confirm", str(swept), "--collapsed-score", "0", *CONFIRM, cache=cache_dir)
     result = json.loads((swept / "confirm.json").read_text())
     locked = result["benchmarks"][1]
     assert locked["seeds"] == [3, 4] and locked["config_scores"] == [0.0, 0.0]
     assert result["verdict"] == "not confirmed"  # the base model solves some of the locked set
+    assert "each enters both benchmarks at the declared score 0" in (swept / "confirm.md").read_text()

@@ -155,6 +155,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
                                  "note": "selected from the sweep's configs: optimistic (winner's curse)"},
               "benchmarks": benchmarks, "unfinished_runs": unfinished, "failed_runs": failed_runs,
               "collapsed_runs": [f"{role} seed {s}" for role in arms for s in sorted(stopped[role])],
+              "collapsed_score": settings.collapsed_score,
               "missing": sorted({f"{role} seed {seed} on {bench}" for role, seed, bench in missing})}
     md, js = report.write(result, results_dir)
     for bench in (b for b in benchmarks if b["difference"]["n"]):  # a benchmark with no pair has nothing to show

@@ -152,6 +152,12 @@ def markdown(result: dict) -> str:
               "gain), or with fewer than 2 paired seeds. More seeds (--seeds) narrow it. The Welch interval ignores "
               "the pairing: when it is much wider, the seed shares noise between the arms and pairing helps. With no "
               "seed scored by both arms there is no verdict yet."]
+    if result.get("collapsed_runs"):
+        score = result.get("collapsed_score")
+        how = (f"each enters both benchmarks at the declared score {score:g} (--collapsed-score)" if score is not None
+               else "with no declared score (--collapsed-score) there is no verdict")
+        lines += ["", f"Runs stopped at a collapse (train.stop_on_collapse; finished, no eval): "
+                  f"{'; '.join(result['collapsed_runs'])}: {how}."]
     if result.get("unfinished_runs"):
         lines += ["", f"Runs that did not finish ({len(result['unfinished_runs'])} of {2 * len(plan['seeds'])}; "
                   f"{how_to_finish(False, result.get('failed_runs') or [])}): " + "; ".join(result["unfinished_runs"])]
