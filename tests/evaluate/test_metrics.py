@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from opsd_sweep.evaluate.grade import grade
+from opsd_sweep.evaluate.grade import answers_match, grade
 from opsd_sweep.evaluate.metrics import avg_at_n, compute_metrics, majority_at_n, pass_at_k, pass_at_k_curve
 
 
@@ -88,3 +88,12 @@ def test_majority_vote_counts_answers_the_grader_finds_equal_to_the_gold_as_one_
     problems = [{"id": "half", "answer": "\\frac{1}{2}",
                  "samples": [record(g.pred, g.correct, 10, "stop") for g in grades]}]
     assert compute_metrics(problems)["maj_at_n"] == 100.0
+
+
+def test_majority_vote_counts_one_wrong_number_written_two_ways_as_one_answer():
+    """Gold 7; two samples say 12 (as "12" and "12.0", which the grader holds equal: math-verify), one says 7: the
+    majority answer is 12, wrong, so maj@n is 0, not the 1/3 of a three-way tie."""
+    grades = [grade(f"\\boxed{{{answer}}}", "7", timeout=5) for answer in ("12", "12.0", "7")]
+    assert answers_match("12.0", "12", timeout=5) and [g.correct for g in grades] == [False, False, True]
+    problems = [{"id": "seven", "answer": "7", "samples": [record(g.pred, g.correct, 10, "stop") for g in grades]}]
+    assert compute_metrics(problems)["maj_at_n"] == 0.0

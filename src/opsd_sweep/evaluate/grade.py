@@ -14,6 +14,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 BOX_COMMAND = "\\boxed"
 
@@ -65,6 +66,7 @@ def _braced(text: str) -> str | None:
 # --- comparison ----------------------------------------------------------------------------------
 
 _INTEGER = re.compile(r"[-+]?(\d+|\d{1,3}(,\d{3})+)")
+_DECIMAL = re.compile(r"[-+]?(\d+\.\d*|\.\d+)")
 _WRAPPERS = (r"\\text\{([^{}]*)\}", r"\\textbf\{([^{}]*)\}", r"\\mathrm\{([^{}]*)\}", r"\\mbox\{([^{}]*)\}")
 _DROPPED = ("\\!", "\\,", "\\;", "\\:", "\\left", "\\right", "\\$", "$", "\\%", "%",
             "^{\\circ}", "^\\circ", "°")
@@ -90,16 +92,27 @@ def normalise(answer: str) -> str:
     return re.sub(r"\s+", "", answer).rstrip(".").lower()
 
 
+def _bare(answer: str) -> str:
+    """The answer without markup, spaces and a closing full stop: the form a number is read from."""
+    return re.sub(r"\s+", "", _strip_markup(answer)).rstrip(".")
+
+
 def as_integer(answer: str) -> int | None:
     """The integer an answer states ('080', '-3', '1,000', '\\text{80}'), else None."""
-    cleaned = re.sub(r"\s+", "", _strip_markup(answer)).rstrip(".")
+    cleaned = _bare(answer)
     return int(cleaned.replace(",", "")) if _INTEGER.fullmatch(cleaned) else None
 
 
 def answer_key(pred: str) -> str:
-    """A canonical key for majority voting: equal integers and equal normal forms share a key."""
+    """A canonical key for majority voting: equal integers, equal decimals ('12.0' is 12, '0.50' is 0.5, as
+    math-verify grades them) and equal normal forms share a key."""
     value = as_integer(pred)
-    return str(value) if value is not None else normalise(pred)
+    if value is not None:
+        return str(value)
+    if _DECIMAL.fullmatch(cleaned := _bare(pred)):
+        number = Decimal(cleaned).normalize()
+        return str(int(number)) if number == number.to_integral_value() else format(number, "f")
+    return normalise(pred)
 
 
 def _math_verify_equal(pred: str, gold: str, timeout: int) -> bool:
