@@ -97,3 +97,13 @@ def test_majority_vote_counts_one_wrong_number_written_two_ways_as_one_answer():
     assert answers_match("12.0", "12", timeout=5) and [g.correct for g in grades] == [False, False, True]
     problems = [{"id": "seven", "answer": "7", "samples": [record(g.pred, g.correct, 10, "stop") for g in grades]}]
     assert compute_metrics(problems)["maj_at_n"] == 0.0
+
+
+def test_majority_vote_reads_latex_shorthand_as_the_braced_form():
+    """Gold 5; two samples say 1/2 (as \\frac12 and \\frac{1}{2}, equal by math-verify), one says 5: the majority
+    answer is 1/2, wrong (maj@n 0, not a three-way tie's 1/3); likewise \\sqrt2 and \\sqrt{2}."""
+    for wrong in (("\\frac12", "\\frac{1}{2}"), ("\\sqrt2", "\\sqrt{2}"), ("\\frac{\\sqrt3}2", "\\dfrac{\\sqrt{3}}{2}")):
+        assert answers_match(*wrong, timeout=5)
+        grades = [grade(f"\\boxed{{{answer}}}", "5", timeout=5) for answer in (*wrong, "5")]
+        problems = [{"id": "five", "answer": "5", "samples": [record(g.pred, g.correct, 10, "stop") for g in grades]}]
+        assert compute_metrics(problems)["maj_at_n"] == 0.0, wrong

@@ -86,10 +86,23 @@ def _strip_markup(answer: str) -> str:
     return _drop_marks(answer)
 
 
+_GROUP = r"\{(?:[^{}]|\{[^{}]*\})*\}"  # a brace group, one level of nesting inside
+_ARGUMENT = rf"({_GROUP}|[0-9A-Za-z])"  # LaTeX takes a lone character as an argument: \frac12, \sqrt2
+
+
+def _braced_arguments(answer: str) -> str:
+    """\\sqrt2 -> \\sqrt{2}, \\frac12 -> \\frac{1}{2}: the shorthand and the braced form are one answer."""
+    def brace(argument: str) -> str:
+        return argument if argument.startswith("{") else f"{{{argument}}}"
+
+    answer = re.sub(rf"\\sqrt{_ARGUMENT}", lambda m: "\\sqrt" + brace(m[1]), answer)
+    return re.sub(rf"\\frac{_ARGUMENT}{_ARGUMENT}", lambda m: "\\frac" + brace(m[1]) + brace(m[2]), answer)
+
+
 def normalise(answer: str) -> str:
     """The string form two answers are compared by when nothing smarter applies."""
     answer = _strip_markup(answer).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    return re.sub(r"\s+", "", answer).rstrip(".").lower()
+    return _braced_arguments(re.sub(r"\s+", "", answer)).rstrip(".").lower()
 
 
 def _bare(answer: str) -> str:
