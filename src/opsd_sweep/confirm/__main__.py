@@ -23,6 +23,7 @@ from opsd_sweep.confirm import plan, report
 from opsd_sweep.confirm.verdict import paired_difference, verdict, verdict_line
 from opsd_sweep.summarize.collect import collect
 from opsd_sweep.summarize.config_stats import analyse
+from opsd_sweep.summarize.races import declared_baseline_labels, find_race_logs, read_race
 from opsd_sweep import summary
 
 EXAMPLES = """examples:
@@ -76,7 +77,9 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     collection = collect(roots)
     if collection.runs.empty:
         raise plan.ConfirmError(f"no readable run directories under {results_dir}; run a sweep first (make demo)")
-    analysis = analyse(collection.runs, settings, None)
+    races = [race for race in map(read_race, find_race_logs([str(results_dir)])) if race is not None]
+    # --baseline auto as the summary reads it: the untrained base model, else the baseline a race declared
+    analysis = analyse(collection.runs, settings, None, declared_baseline_labels(races, collection.runs))
     chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config)
     arms = {role: plan.make_arm(role, label, analysis) for role, label in (("config", chosen), ("baseline", baseline))}
     plan.check_real_runs(arms)
