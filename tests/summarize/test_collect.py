@@ -165,3 +165,16 @@ def test_external_csv_joins_the_run_dirs(tmp_path):
     pd.DataFrame({"name": ["x"], "avg_at_n": [1.0]}).to_csv(bad, index=False)
     with pytest.raises(ValueError, match=r"missing column\(s\) \['config', 'run_id'\]"):
         read_external(str(bad))
+
+
+def test_maj_at_n_is_voted_again_from_an_older_evals_answers(tmp_path):
+    """An eval.json written before the vote counted correct answers of different forms as one answer carries the
+    old maj@n (0: '3' twice beat four correct answers voting apart); the summary reads today's vote (100)."""
+    run = _complete(tmp_path / "sweep", 1e-5, 1)
+    evaluation = json.loads(run.eval_json.read_text())
+    forms = [("0.5", True), ("\\frac{1}{2}", True), ("1/2", True), ("\\dfrac{1}{2}", True), ("3", False), ("3", False)]
+    for problem in evaluation["problems"]:
+        problem["samples"] = [dict(problem["samples"][0], pred=pred, correct=ok) for pred, ok in forms]
+    evaluation["metrics"]["maj_at_n"] = 0.0  # what the old vote wrote
+    run.eval_json.write_text(json.dumps(evaluation))
+    assert collect([str(tmp_path)]).runs["maj_at_n"].tolist() == [100.0]
