@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from opsd_sweep.collapse import find_collapse
+from opsd_sweep.collapse import collapse_count, find_collapse
 from opsd_sweep.config import CollapseConfig, ConfigError, load_run_config
 from tests.conftest import compose
 
@@ -70,3 +70,8 @@ def test_thresholds_that_cannot_work_are_refused():
         load_run_config(compose(["train.collapse.kl_ratio=0.5", "train.collapse.patience=0"]))
     assert "train.collapse.kl_ratio=0.5 must be > 1" in str(err.value)
     assert "train.collapse.patience=0 must be >= 1" in str(err.value)
+
+
+def test_the_collapse_count_says_step_for_one_and_steps_for_several():
+    assert collapse_count(3, [7]) == "collapsed in 1 of 3 seeds, at step 7"
+    assert collapse_count(3, [9, 7]) == "collapsed in 2 of 3 seeds, at steps 7, 9"

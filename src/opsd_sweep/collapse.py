@@ -93,7 +93,8 @@ def collapse_count(judged: int, steps: list[int], not_judged: Sequence[str] = ()
     if not steps:
         text = f"no collapse in {seeds}"
     else:
-        text = f"collapsed in {len(steps)} of {seeds}, at steps {', '.join(str(s) for s in sorted(steps))}"
+        text = (f"collapsed in {len(steps)} of {seeds}, at step{'s' * (len(steps) > 1)} "
+                f"{', '.join(str(s) for s in sorted(steps))}")
     if not_judged:
         reasons = ", ".join(f"{n} {why}" if n > 1 else why for why, n in Counter(not_judged).items())
         text += f"; {len(not_judged)} not judged ({reasons})"

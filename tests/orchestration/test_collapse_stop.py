@@ -46,6 +46,6 @@ def test_the_demo_lr_that_breaks_the_model_is_stopped_at_its_collapse_and_the_ot
     assert table.loc[0.03, "collapse_step"] == broken["collapse"]["step"]  # the summary's rule = the trainer's
     assert pd.isna(table.loc[0.01, "collapse_step"])
     report = (tmp_path / "summary/summary.md").read_text()
-    assert f"- lr=0.03: collapsed in 1 of 1 seed, at steps {broken['collapse']['step']}" in report
+    assert f"- lr=0.03: collapsed in 1 of 1 seed, at step {broken['collapse']['step']}" in report
     assert "- lr=0.01: no collapse in 1 seed" in report
     assert "stopped at its collapse (train.stop_on_collapse): no score" in report  # why it is left out of the verdicts
