@@ -13,6 +13,7 @@ import pytest
 from opsd_sweep.summarize.collect import collect, read_external
 from opsd_sweep.evaluate.metrics import pass_at_k
 from opsd_sweep.inference import stats
+from opsd_sweep.run.record import RunRecord
 from opsd_sweep.run.rundir import RunDir
 from benchmarks.rundirs import base_run, draw_correct, write_run
 
@@ -178,3 +179,4 @@ def test_maj_at_n_is_voted_again_from_an_older_evals_answers(tmp_path):
     evaluation["metrics"]["maj_at_n"] = 0.0  # what the old vote wrote
     run.eval_json.write_text(json.dumps(evaluation))
     assert collect([str(tmp_path)]).runs["maj_at_n"].tolist() == [100.0]
+    assert RunRecord.read(run.path).score("maj_at_n") == 100.0  # what the race reads

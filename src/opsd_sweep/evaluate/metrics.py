@@ -111,3 +111,23 @@ def suite_metrics(problems: list[dict]) -> tuple[dict, dict[str, dict]]:
     pooled["pooled"] = pooled["avg_at_n"]
     names = list(dict.fromkeys(p["benchmark"] for p in problems))
     return pooled, {name: compute_metrics([p for p in problems if p["benchmark"] == name]) for name in names}
+
+
+def with_current_vote(evaluation: dict) -> dict:
+    """eval.json with maj_at_n voted again from its samples' answers (the pooled metrics and each benchmark's), so
+    an eval written before a change of the vote reads as one written after. Unchanged when a sample lacks its
+    answer or grade (such a file is left to the reader's own checks)."""
+    problems = evaluation.get("problems") or []
+    samples = [p.get("samples") or [] for p in problems]
+    if not problems or not all(rows and all({"pred", "correct"} <= s.keys() for s in rows) for rows in samples):
+        return evaluation
+
+    def vote(members: list[dict]) -> float:
+        return majority_at_n([[s["pred"] for s in p["samples"]] for p in members],
+                             [np.array([bool(s["correct"]) for s in p["samples"]]) for p in members])
+
+    revoted = dict(evaluation, metrics=dict(evaluation["metrics"], maj_at_n=vote(problems)))
+    if isinstance(evaluation.get("benchmarks"), dict):
+        revoted["benchmarks"] = {name: dict(own, maj_at_n=vote([p for p in problems if p.get("benchmark") == name]))
+                                 if isinstance(own, dict) else own for name, own in evaluation["benchmarks"].items()}
+    return revoted

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from opsd_sweep.config import RunConfig, from_dict
+from opsd_sweep.evaluate.metrics import with_current_vote
 from opsd_sweep.run.identity import evaluation_problem
 from opsd_sweep.run.rundir import RunDir
 
@@ -84,6 +85,7 @@ class RunRecord:
                 raise UnreadableRun("eval.json is not an object")
             if not isinstance(evaluation.get("metrics"), dict):
                 raise UnreadableRun("eval.json has no metrics")
+            evaluation = with_current_vote(evaluation)  # the summary and the race read today's maj@n
         identity = run_dir.read_identity()
         return cls(run_dir, config, status, run_dir.training_steps(), evaluation,
                    identity["inputs"] if identity is not None else None)

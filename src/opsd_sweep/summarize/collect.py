@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from opsd_sweep.evaluate.metrics import majority_at_n
 from opsd_sweep.summarize.checkpoints import step_of
 from opsd_sweep.summarize.collapses import collapse_columns
 from opsd_sweep.summarize.metric_scope import problem_set
@@ -87,27 +86,15 @@ def last_metrics_value(steps: list[dict], key: str):
 
 def eval_metrics(evaluation: dict) -> dict:
     """The evaluator's metrics flattened: avg_at_n, pass_at_<k> for every k, maj_at_n, rates, tokens;
-    an eval suite adds `pooled` and each benchmark's own as `<benchmark>.<metric>`. maj_at_n is voted again
-    from the samples' answers, so evals written before a change of the vote count as evals written after."""
+    an eval suite adds `pooled` and each benchmark's own as `<benchmark>.<metric>`."""
     metrics = evaluation["metrics"]
-    problems = evaluation.get("problems") or []
-    out = _flat_metrics(metrics) | _majority(problems)
+    out = _flat_metrics(metrics)
     for name, own in (evaluation.get("benchmarks") or {}).items():
-        out |= {f"{name}.{key}": value for key, value in
-                (_flat_metrics(own) | _majority([p for p in problems if p.get("benchmark") == name])).items()}
+        out |= {f"{name}.{key}": value for key, value in _flat_metrics(own).items()}
     out["checkpoint_step"] = step_of(evaluation)  # the final one (eval.checkpoints=all: checkpoints.csv has all)
     out["n_problems"] = evaluation.get("n_problems")
     out["n_samples"] = evaluation.get("n_samples")
     return out
-
-
-def _majority(problems: list[dict]) -> dict:
-    """{'maj_at_n': today's vote} over these problem records; {} when a sample lacks its answer or grade."""
-    samples = [p.get("samples") or [] for p in problems]
-    if not problems or not all(rows and all({"pred", "correct"} <= s.keys() for s in rows) for rows in samples):
-        return {}
-    return {"maj_at_n": majority_at_n([[s["pred"] for s in rows] for rows in samples],
-                                      [np.array([bool(s["correct"]) for s in rows]) for rows in samples])}
 
 
 def _flat_metrics(metrics: dict) -> dict:
