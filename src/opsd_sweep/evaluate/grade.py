@@ -10,6 +10,7 @@ grade in the main thread or in a process pool (`grade_many`), never in threads.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Sequence
@@ -116,6 +117,7 @@ def as_integer(answer: str) -> int | None:
     return int(cleaned.replace(",", "")) if _INTEGER.fullmatch(cleaned) else None
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every read of a run votes again (metrics.with_current_vote); answers repeat
 def answer_key(pred: str) -> str:
     """A canonical key for majority voting: equal integers, equal decimals ('12.0' is 12, '0.50' is 0.5, as
     math-verify grades them) and equal normal forms share a key."""
