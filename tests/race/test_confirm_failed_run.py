@@ -32,9 +32,16 @@ def test_a_failed_confirmation_run_is_named_with_the_override_that_retries_it(sw
     result = json.loads((swept / "confirm.json").read_text())
     assert result["failed_runs"] == ["config seed 4"] and result["unfinished_runs"] == ["config seed 4"]
     assert "rerun_failed=true" in (swept / "confirm.md").read_text()
+    # 1 of the 2 planned pairs scored: an interim look, marked as such wherever the verdict word is shown
+    assert result["complete"] is False and result["verdict"].startswith("INTERIM: ")
+    assert result["verdict_line"].startswith("INTERIM (1 of 2 planned seed pairs): ")
+    interim_line = next(line for line in proc.stdout.splitlines() if "config - baseline on tiny-arith-locked" in line)
+    assert interim_line.startswith("INTERIM (1 of 2 planned seed pairs): "), interim_line
+    assert "**INTERIM (1 of 2 planned seed pairs): " in (swept / "confirm.md").read_text()
 
     proc = run("opsd_sweep.confirm", str(swept), *CONFIRM, "--", "rerun_failed=true", cache=cache_dir)
     assert json.loads((lost / "status.json").read_text())["state"] == "done"
     result = json.loads((swept / "confirm.json").read_text())
     assert result["failed_runs"] == [] and result["unfinished_runs"] == []
+    assert result["complete"] is True and not result["verdict"].startswith("INTERIM")  # every pair: the verdict
     assert result["benchmarks"][1]["difference"]["n"] == 2

@@ -145,7 +145,11 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     else:
         word = verdict(diffs[1].paired_low, diffs[1].paired_high)  # the locked benchmark's
         line = verdict_line(word, locked_name, diffs[1], not seen, len(seen), settings.metric)
-    result = {"verdict": word, "verdict_line": line, "from_locked_benchmark": not seen, "metric": settings.metric,
+    complete = not (failed or unfinished)
+    if word is not None and not complete:  # pairs from part of the planned seeds: a look, not the verdict
+        word, line = report.interim(word, line, diffs[1].n, len(seeds))
+    result = {"verdict": word, "verdict_line": line, "complete": complete, "from_locked_benchmark": not seen,
+              "metric": settings.metric,
               "level": level,
               "plan": {"results_dir": str(results_dir), "config": chosen, "baseline": baseline,
                        "chosen_how": chosen_how,

@@ -106,6 +106,15 @@ def no_verdict_line(unfinished: int, planned: int, report_only: bool, benchmark:
     return line
 
 
+INTERIM = "INTERIM"  # the mark of a verdict on part of the planned seeds
+
+
+def interim(word: str, line: str, pairs: int, planned: int) -> tuple[str, str]:
+    """(word, line) of a verdict on `pairs` of the `planned` seed pairs while runs are missing or failed: an interim
+    look, marked in the word and at the start of the line, so no one reads it as the confirmation's verdict."""
+    return f"{INTERIM}: {word}", f"{INTERIM} ({pairs} of {planned} planned seed pairs): {line}"
+
+
 def _f(value, fmt: str = "+.2f") -> str:
     return "n/a" if value is None or value != value else format(value, fmt)
 
