@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.rundirs import draw_correct, write_run
 from opsd_sweep.confirm import __main__ as confirm_cli
-from opsd_sweep.confirm import report
+from opsd_sweep.confirm import plan, report
 from opsd_sweep.confirm.verdict import CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED
 
 
@@ -52,3 +52,25 @@ def test_no_verdict_line_with_some_runs_finished_says_how_many_did_not():
     assert line.startswith("NO VERDICT YET on aime25: 3 of the 6 confirmation runs (3 fresh seeds x 2 arms) did "
                            "not finish")
     assert "rerun the same command" in line and "NOT from a locked benchmark: 2 run(s)" in line
+
+
+def test_a_seeds_advice_above_the_cap_is_refused_before_any_run(tmp_path, capsys):
+    """With no --seeds, confirm took the summary's advice however large (up to 10000 per arm): a noisy sweep's
+    advice (hundreds of seeds) is refused before anything runs, naming the advised count and --seeds N."""
+    rng = np.random.default_rng(0)
+    difficulty = rng.normal(0, 1.5, 30)
+    group = tmp_path / "default"
+    for lr, shift in ((5e-6, 0.0), (1e-5, 0.6)):
+        for seed in (1, 2, 3):  # a seed moves the whole run (training noise) and 2 samples per problem add more
+            correct = draw_correct(rng, difficulty, shift + rng.normal(0, 0.5), 2)
+            write_run(group, learning_rate=lr, seed=seed, correct=correct, rng=rng)
+    with pytest.raises(SystemExit) as refused:
+        # --report-only: the seed count is planned as for a real launch, and a confirm without the cap fails this
+        # test by reporting 2 x hundreds of planned runs instead of launching them
+        confirm_cli.main([str(group), "--baseline", "lr=5e-06", "--report-only"])
+    message = str(refused.value)
+    advised = int(message.split("the summary's seeds advice is ")[1].split()[0])
+    assert advised > plan.MAX_ADVISED_SEEDS, message
+    assert f"more than the {plan.MAX_ADVISED_SEEDS}" in message and "--seeds N" in message
+    assert "[confirm] config" not in capsys.readouterr().out  # refused while planning
+    assert not (tmp_path / "default-confirm").exists() and not (group / "confirm.json").exists()
