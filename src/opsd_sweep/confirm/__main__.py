@@ -80,7 +80,8 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     races = [race for race in map(read_race, find_race_logs([str(results_dir)])) if race is not None]
     # --baseline auto as the summary reads it: the untrained base model, else the baseline a race declared
     analysis = analyse(collection.runs, settings, None, declared_baseline_labels(races, collection.runs))
-    chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config)
+    chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config, plan.race_winner(races, analysis))
+    print(f"[confirm] config {chosen!r} ({chosen_how}) vs baseline {baseline!r} ({analysis.baseline_how})")
     arms = {role: plan.make_arm(role, label, analysis) for role, label in (("config", chosen), ("baseline", baseline))}
     plan.check_real_runs(arms)
     count, seeds_how = ((args.seeds, "declared with --seeds") if args.seeds is not None
@@ -96,7 +97,6 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
         raise plan.ConfirmError(f"the config {chosen!r} and the baseline {baseline!r} were evaluated on different "
                                 "benchmarks; confirm compares configs of one sweep (one eval)")
     suite, locked_name = plan.suite_of(tuning, locked)
-    print(f"[confirm] config {chosen!r} ({chosen_how}) vs baseline {baseline!r} ({analysis.baseline_how})")
     shown = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 6 else str(seeds)
     print(f"[confirm] fresh seeds {shown} per arm ({seeds_how}); the sweep's seeds go up to {largest}")
     if seen:

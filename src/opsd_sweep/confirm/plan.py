@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from opsd_sweep import CONF_DIR
 from opsd_sweep.summarize.collect import Collection, is_base_model
 from opsd_sweep.summarize.config_stats import Analysis, configs_of
+from opsd_sweep.summarize.races import Race
 from opsd_sweep.selector import select_config
 
 CONFIRM_SUFFIX = "-confirm"  # <sweep group>-confirm: where a confirmation's runs go, never read as the sweep's
@@ -66,9 +67,37 @@ class Arm:
         return str(self.config["group"])
 
 
-def choose_arms(analysis: Analysis, selector: str | None) -> tuple[str, str, str]:
-    """(chosen label, baseline label, how the config was chosen): the best mean among the configs that are not
-    the baseline, as the summary ranks them, or the one `selector` names (opsd_sweep.selector syntax)."""
+def race_winner(races: list[Race], analysis: Analysis) -> tuple[str | None, str]:
+    """(the summary label of the winner the folder's race declared, or None; what the race says). None when there
+    is no race, it has not stopped, it declared no winner, its winner is the baseline, or no run of it counts."""
+    if not races:
+        return None, ""
+    declared = [race for race in races if race.winner is not None]
+    if not declared:
+        return None, f"the race in {races[0].path} declares no winner (not finished)"
+    labels = set()
+    for race in declared:
+        dirs = {str(Path(d).resolve()) for d in race.run_dirs.get(race.winner, [])}
+        runs = analysis.usable
+        chosen = runs["run_dir"].map(lambda p: isinstance(p, str) and str(Path(p).resolve()) in dirs)
+        labels |= set(runs.loc[chosen, "label"])
+    if len(labels) > 1:
+        raise ConfirmError(f"the races in this folder declare different winners ({sorted(labels)}); name the config "
+                           "to confirm with --config")
+    where = declared[-1].path
+    if not labels:
+        return None, f"no run of the winner the race in {where} declared ({declared[-1].winner}) counts"
+    label = labels.pop()
+    if label == analysis.baseline:
+        return None, f"the race in {where} declared the baseline its winner (no config beat it)"
+    return label, f"the winner the race in {where} declared"
+
+
+def choose_arms(analysis: Analysis, selector: str | None, raced: tuple[str | None, str] = (None, "")
+                ) -> tuple[str, str, str]:
+    """(chosen label, baseline label, how the config was chosen): the one `selector` names (opsd_sweep.selector
+    syntax), else the winner a race of the folder declared (`raced`, from race_winner: a race's choice is the
+    sweep's choice), else the best mean among the configs that are not the baseline, as the summary ranks them."""
     if analysis.baseline is None:
         raise ConfirmError(f"no in-sweep baseline ({analysis.baseline_how}); name one with --baseline "
                            "(e.g. --baseline max_steps=0 or --baseline 'lr=5e-06')")
@@ -79,8 +108,12 @@ def choose_arms(analysis: Analysis, selector: str | None) -> tuple[str, str, str
     if selector:
         label = select_config(selector, configs_of(contenders), "--config")
         return label, analysis.baseline, f"named with --config {selector}"
+    winner, race_says = raced
+    if winner is not None and winner in set(contenders["label"]):
+        return winner, analysis.baseline, race_says
     label = contenders.iloc[0]["label"]  # table is sorted by mean, best first
-    return label, analysis.baseline, f"the best mean of the {len(contenders)} configs that are not the baseline"
+    how = f"the best mean of the {len(contenders)} configs that are not the baseline"
+    return label, analysis.baseline, how + (f"; {race_says}" if race_says else "")
 
 
 def make_arm(role: str, label: str, analysis: Analysis) -> Arm:
