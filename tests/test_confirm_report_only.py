@@ -72,5 +72,5 @@ def test_a_seeds_advice_above_the_cap_is_refused_before_any_run(tmp_path, capsys
     advised = int(message.split("the summary's seeds advice is ")[1].split()[0])
     assert advised > plan.MAX_ADVISED_SEEDS, message
     assert f"more than the {plan.MAX_ADVISED_SEEDS}" in message and "--seeds N" in message
-    assert "[confirm] config" not in capsys.readouterr().out  # refused while planning
+    assert "[confirm] fresh seeds" not in capsys.readouterr().out  # refused while planning the seeds
     assert not (tmp_path / "default-confirm").exists() and not (group / "confirm.json").exists()
