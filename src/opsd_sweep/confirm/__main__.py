@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from opsd_sweep.confirm import plan, report
+from opsd_sweep.confirm import looks, plan, report
 from opsd_sweep.confirm.verdict import paired_difference, verdict, verdict_line
 from opsd_sweep.summarize.collect import collect
 from opsd_sweep.summarize.config_stats import analyse
@@ -97,6 +97,10 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
         raise plan.ConfirmError(f"the config {chosen!r} and the baseline {baseline!r} were evaluated on different "
                                 "benchmarks; confirm compares configs of one sweep (one eval)")
     suite, locked_name = plan.suite_of(tuning, locked)
+    tested = looks.hypothesis(chosen, baseline, plan.identity(locked), settings.metric)
+    history = looks.earlier_looks(results_dir / "confirm.json")
+    look = looks.look_number(history, tested, seeds)
+    level = looks.split_level(settings.level, look)  # the nominal level at a first look
     shown = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 6 else str(seeds)
     print(f"[confirm] fresh seeds {shown} per arm ({seeds_how}); the sweep's seeds go up to {largest}")
     if seen:
@@ -104,6 +108,8 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
               "running it anyway, the verdict will say it is not from a locked benchmark")
     else:
         print(f"[confirm] {args.locked} ({locked['name']}) is locked: no run of the sweep evaluated it")
+    if look > 1:
+        print(looks.look_line(history, tested, seeds, look, settings.level, level))
 
     folders, failed = {}, []
     for role, arm in arms.items():
@@ -118,7 +124,6 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
             if plan.run_arm(plan.arm_command(arm, config_dir, name, seeds, passthrough)) != 0:
                 failed.append(role)
 
-    level = settings.level
     scores = {role: collect([folders[role]]) for role in arms}
     benchmarks, diffs, missing = [], [], []
     stopped = {role: report.collapsed_seeds(c.runs, seeds) for role, c in scores.items()}  # finished, no score
@@ -146,11 +151,15 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
         word = verdict(diffs[1].paired_low, diffs[1].paired_high)  # the locked benchmark's
         line = verdict_line(word, locked_name, diffs[1], not seen, len(seen), settings.metric)
     complete = not (failed or unfinished)
+    if word is not None and look > 1:
+        line += f"; look {look} at this confirmation, so a Bonferroni level (alpha {1 - settings.level:.3g} / {look})"
+    if word is not None and complete:  # a verdict on every planned seed: a look the next one must count
+        history = looks.recorded(history, tested, seeds, word, level, settings.level)
     if word is not None and not complete:  # pairs from part of the planned seeds: a look, not the verdict
         word, line = report.interim(word, line, diffs[1].n, len(seeds))
     result = {"verdict": word, "verdict_line": line, "complete": complete, "from_locked_benchmark": not seen,
               "metric": settings.metric,
-              "level": level,
+              "level": level, "nominal_level": settings.level, "look": look, "looks": history,
               "plan": {"results_dir": str(results_dir), "config": chosen, "baseline": baseline,
                        "chosen_how": chosen_how,
                        "baseline_how": analysis.baseline_how, "seeds": seeds, "seeds_how": seeds_how,

@@ -122,7 +122,7 @@ def _f(value, fmt: str = "+.2f") -> str:
 def markdown(result: dict) -> str:
     """confirm.md: what ran, the locked check, per benchmark the paired and Welch intervals, the verdict."""
     plan, level = result["plan"], result["level"]
-    pct = f"{round(100 * level)}%"
+    pct = f"{100 * level:.4g}%"  # 97.5% at a second look
     est = result["sweep_estimate"]
     lines = [f"# Confirmation of {plan['config']!r} against {plan['baseline']!r}", "",
              f"**{result['verdict_line']}**", "",

@@ -105,7 +105,7 @@ def verdict(low: float, high: float) -> str:
 
 def verdict_line(word: str, benchmark: str, diff: Difference, locked: bool, seen_runs: int, metric: str) -> str:
     """The one line a user reads: the verdict, on what, with the interval, and whether the benchmark was locked."""
-    pct = f"{round(100 * diff.level)}%"
+    pct = f"{100 * diff.level:.4g}%"  # 97.5% at a second look
     interval = (f"{diff.delta:+.2f} [{diff.paired_low:+.2f}, {diff.paired_high:+.2f}]"
                 if diff.paired_low == diff.paired_low else f"{diff.delta:+.2f} (no interval: {diff.n} pair(s))")
     line = (f"{word.upper()}: config - baseline on {benchmark} ({metric}, {diff.n} fresh seeds, paired "

@@ -1,0 +1,75 @@
+"""Repeated looks at one confirmation: each completed look (its seeds, verdict and level) is kept in confirm.json,
+and a look at other seeds of the same hypothesis is tested at a Bonferroni-split level.
+
+A hypothesis is (config, baseline, locked benchmark, metric): a confirmation of another config or on another
+benchmark tests something else. A look is a seed list: `--seeds 3` after `--seeds 2` reuses the 2 runs per arm and
+tests again, so with K looks each is judged at alpha / K (Bonferroni: simple, and valid whatever the dependence
+between looks, which share runs; an earlier look that did not confirm at its larger alpha would not at alpha / K
+either). A rerun of a recorded seed list is the same look, not a new one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def hypothesis(config: str, baseline: str, locked_identity: str, metric: str) -> dict:
+    """What a look tests: config - baseline on the locked benchmark (by identity) in this metric."""
+    return {"config": config, "baseline": baseline, "locked": locked_identity, "metric": metric}
+
+
+def earlier_looks(confirm_json: Path) -> list[dict]:
+    """The looks recorded in an earlier confirm.json (of any hypothesis); [] when there is none or it is unreadable
+    (a confirm.json written before looks were recorded holds none)."""
+    try:
+        looks = json.loads(confirm_json.read_text()).get("looks")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [look for look in looks if isinstance(look, dict)] if isinstance(looks, list) else []
+
+
+def _of(looks: list[dict], tested: dict) -> list[dict]:
+    return [look for look in looks if all(look.get(k) == v for k, v in tested.items())]
+
+
+def look_number(looks: list[dict], tested: dict, seeds: list[int]) -> int:
+    """How many looks at `tested` there are with this one: the distinct seed lists recorded, plus `seeds` if new."""
+    seen = {tuple(look["seeds"]) for look in _of(looks, tested)}
+    return len(seen | {tuple(seeds)})
+
+
+def split_level(nominal: float, looks: int) -> float:
+    """The interval coverage of a look among `looks`: 1 - alpha / looks, alpha = 1 - nominal (Bonferroni)."""
+    return 1 - (1 - nominal) / looks
+
+
+def recorded(looks: list[dict], tested: dict, seeds: list[int], verdict: str, level: float, nominal: float
+             ) -> list[dict]:
+    """`looks` with this completed look in it: a look at the same seeds is replaced, a new one appended."""
+    look = {**tested, "seeds": list(seeds), "verdict": verdict, "level": level, "nominal_level": nominal}
+    mine = _of(looks, tested)
+
+    def again(old: dict) -> bool:
+        return old in mine and old["seeds"] == list(seeds)
+
+    if any(map(again, looks)):
+        return [look if again(old) else old for old in looks]
+    return [*looks, look]
+
+
+def look_line(looks: list[dict], tested: dict, seeds: list[int], number: int, nominal: float, level: float) -> str:
+    """The console line of a look after earlier ones: the other looks recorded and the level this one is tested at."""
+    earlier = "; ".join(f"seeds {_seeds(look['seeds'])}: {look['verdict']} at {_pct(look['level'])}"
+                        for look in _of(looks, tested) if look["seeds"] != list(seeds))
+    return (f"[confirm] look {number} at this confirmation (earlier: {earlier}): tested at {_pct(level)} = 1 - "
+            f"{1 - nominal:.3g} / {number} looks (Bonferroni: simple, and valid whatever the dependence between "
+            "looks, which share runs), so looking again does not inflate the false-confirmation rate")
+
+
+def _seeds(seeds: list[int]) -> str:
+    return f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 6 else str(seeds)
+
+
+def _pct(level: float) -> str:
+    return f"{100 * level:.4g}%"
