@@ -62,3 +62,19 @@ def test_looks_count_distinct_seed_lists_of_one_hypothesis():
     assert looks.split_level(0.95, 2) == pytest.approx(0.975)
     again = looks.recorded(history, tested, [3, 4], "not confirmed", 0.95, 0.95)  # replaced, not appended
     assert len(again) == 2 and again[1]["verdict"] == "not confirmed" and again[0] == history[0]
+
+
+def test_a_confirm_json_written_before_looks_were_recorded_counts_as_one_look(tmp_path):
+    """confirm.json as the confirm of 3917a1f wrote it (its keys): a complete verdict is a look; an incomplete one
+    (runs unfinished) is none."""
+    earlier = {"verdict": "inconclusive", "metric": "avg_at_n", "level": 0.95, "unfinished_runs": [],
+               "plan": {"config": "lr=1e-05", "baseline": "base model", "seeds": [3, 4, 5], "failed_launches": []},
+               "locked": {"identity": "yentinglin/aime_2025"}}
+    path = tmp_path / "confirm.json"
+    path.write_text(json.dumps(earlier))
+    tested = looks.hypothesis("lr=1e-05", "base model", "yentinglin/aime_2025", "avg_at_n")
+    history = looks.earlier_looks(path)
+    assert [(look["seeds"], look["verdict"], look["level"]) for look in history] == [([3, 4, 5], "inconclusive", 0.95)]
+    assert looks.look_number(history, tested, [3, 4, 5, 6, 7, 8]) == 2
+    path.write_text(json.dumps(earlier | {"unfinished_runs": ["config seed 5"]}))
+    assert looks.earlier_looks(path) == []

@@ -13,6 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from opsd_sweep.confirm.verdict import CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED
+
+VERDICTS = (CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE)
+
 
 def hypothesis(config: str, baseline: str, locked_identity: str, metric: str) -> dict:
     """What a look tests: config - baseline on the locked benchmark (by identity) in this metric."""
@@ -20,13 +24,27 @@ def hypothesis(config: str, baseline: str, locked_identity: str, metric: str) ->
 
 
 def earlier_looks(confirm_json: Path) -> list[dict]:
-    """The looks recorded in an earlier confirm.json (of any hypothesis); [] when there is none or it is unreadable
-    (a confirm.json written before looks were recorded holds none)."""
+    """The looks recorded in an earlier confirm.json (of any hypothesis); [] when there is none or it is unreadable.
+    A confirm.json written before looks were recorded is one look when its verdict covered every planned run."""
     try:
-        looks = json.loads(confirm_json.read_text()).get("looks")
+        earlier = json.loads(confirm_json.read_text())
+        looks = earlier.get("looks")
     except (OSError, ValueError, AttributeError):
         return []
-    return [look for look in looks if isinstance(look, dict)] if isinstance(looks, list) else []
+    if isinstance(looks, list):
+        return [look for look in looks if isinstance(look, dict)]
+    return _unrecorded_look(earlier)
+
+
+def _unrecorded_look(earlier: dict) -> list[dict]:
+    """[the look] a confirm.json without `looks` reports: a verdict word on every planned run; else []."""
+    plan, locked = earlier.get("plan") or {}, earlier.get("locked") or {}
+    if earlier.get("verdict") not in VERDICTS or earlier.get("unfinished_runs") or plan.get("failed_launches"):
+        return []
+    tested = hypothesis(plan.get("config"), plan.get("baseline"), locked.get("identity"), earlier.get("metric"))
+    level = earlier.get("level")
+    return [{**tested, "seeds": plan.get("seeds"), "verdict": earlier["verdict"], "level": level,
+             "nominal_level": level}]
 
 
 def _of(looks: list[dict], tested: dict) -> list[dict]:
