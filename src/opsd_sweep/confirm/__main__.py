@@ -1,16 +1,19 @@
 """`python -m opsd_sweep.confirm RESULTS_DIR [flags] [-- hydra overrides]` (= `make confirm`): the locked
 confirmation of a sweep's chosen config.
 
-Takes the config the summary ranks best (the best mean among those that are not the baseline; or --config) and
-the in-sweep baseline (--baseline, auto as the summary), runs fresh seeds of both (above every seed the sweep
-used; --seeds, default the summary's seeds advice, else 3) through the sweep machinery, each run scored on the
+Takes the config the sweep chose (--config, else the winner a race in the folder declared, else the best mean
+among the configs that are not the baseline) and the in-sweep baseline (--baseline, auto as the summary), runs
+fresh seeds of both (above every seed the sweep used; --seeds, default the summary's seeds advice, refused when
+it is larger than confirm launches unasked, else 3) through the sweep machinery, each run scored on the
 sweep's tuning benchmark and on a locked one (--locked, default eval=aime25), and writes confirm.md and
 confirm.json to RESULTS_DIR: config - baseline paired by seed with its interval per benchmark, the sweep's own
 (selected, optimistic) estimate, and one verdict line. A benchmark the sweep already evaluated is named as not
 locked. Overrides after `--` go to every run's Hydra command (e.g. hydra/launcher=slurm_4gpu). A rerun of the
 same command skips finished runs and resumes the rest. --report-only runs nothing and reports what finished;
-before any run finished it gives no verdict and says how to run them. Exit code 1 when the confirmation is
-not complete (a launch failed, or a run of either arm did not finish), else 0.
+before any run finished it gives no verdict and says how to run them; with some runs missing its verdict is
+marked INTERIM. Each completed look is recorded in confirm.json; a later look at more seeds is tested at
+alpha / looks (looks.py). Exit code 1 when the confirmation is not complete (a launch failed, or a run of either
+arm did not finish), else 0.
 """
 
 from __future__ import annotations
@@ -40,11 +43,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir", help="the sweep's results (a group folder, e.g. results/tiny-demo)")
     parser.add_argument("--config", help="the config to confirm, in the --baseline selector syntax (default: the "
-                        "best mean among the configs that are not the baseline)")
+                        "winner of a race in the folder, else the best mean among the configs that are not the "
+                        "baseline)")
     parser.add_argument("--baseline", default="auto", help="the in-sweep baseline, as the summary's --baseline "
                         "(default auto: the untrained base model)")
     parser.add_argument("--seeds", type=int, help="fresh seeds per arm, at least 2 (left out: the summary's seeds "
-                        "advice, else 3)")
+                        f"advice, refused above {plan.MAX_ADVISED_SEEDS}, else 3)")
     parser.add_argument("--locked", default="eval=aime25", help="overrides naming the locked benchmark: an eval "
                         "group, e.g. 'eval=aime25' (its dataset; the sweep's sampling protocol stays)")
     parser.add_argument("--metric", help="score column, as the summary's --metric (default conf/summary.yaml)")

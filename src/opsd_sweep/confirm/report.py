@@ -160,7 +160,10 @@ def markdown(result: dict) -> str:
               "improvement is compatible with the data); **inconclusive** otherwise (the interval holds 0 and a "
               "gain), or with fewer than 2 paired seeds. More seeds (--seeds) narrow it. The Welch interval ignores "
               "the pairing: when it is much wider, the seed shares noise between the arms and pairing helps. With no "
-              "seed scored by both arms there is no verdict yet."]
+              "seed scored by both arms there is no verdict yet; with some runs missing or failed, the verdict on "
+              "the pairs so far is an INTERIM look, not the confirmation's verdict. Each completed look is kept in "
+              "confirm.json; a look at other seeds of the same config, baseline and benchmark is tested at alpha / "
+              "(number of looks) (Bonferroni), so looking again does not inflate the false-confirmation rate."]
     if result.get("collapsed_runs"):
         score = result.get("collapsed_score")
         how = (f"each enters both benchmarks at the declared score {score:g} (--collapsed-score)" if score is not None
