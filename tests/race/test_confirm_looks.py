@@ -1,7 +1,7 @@
 """Repeated looks at one confirmation: `--seeds 2` gives a verdict, then `--seeds 3` reuses those 2 runs per arm and
 tests again. Each completed look is recorded in confirm.json (seeds, verdict, level), and a later look with other
-seeds is tested at alpha / (number of looks) (Bonferroni), so looking again cannot inflate the false-confirmation
-rate; a rerun of a recorded look is no new look. On a real tiny confirmation (tests.test_confirm's sweep)."""
+seeds is tested at alpha / (number of looks) (Bonferroni: over K looks the false-confirmation rate is at most
+alpha x (1 + 1/2 + ... + 1/K), not K x alpha); a rerun of a recorded look is no new look. On a real tiny confirmation (tests.test_confirm's sweep)."""
 
 from __future__ import annotations
 

@@ -3,9 +3,11 @@ and a look at other seeds of the same hypothesis is tested at a Bonferroni-split
 
 A hypothesis is (config, baseline, locked benchmark, metric): a confirmation of another config or on another
 benchmark tests something else. A look is a seed list: `--seeds 3` after `--seeds 2` reuses the 2 runs per arm and
-tests again, so with K looks each is judged at alpha / K (Bonferroni: simple, and valid whatever the dependence
-between looks, which share runs; an earlier look that did not confirm at its larger alpha would not at alpha / K
-either). A rerun of a recorded seed list is the same look, not a new one.
+tests again, so the K-th look is judged at alpha / K (Bonferroni: simple, and valid whatever the dependence
+between looks, which share runs). Look k having been judged at alpha / k, a false confirmation over K looks has
+probability at most alpha x (1 + 1/2 + ... + 1/K): 1.5 alpha at 2 looks instead of 2 alpha, but not alpha, since the
+first look spent alpha in full (keeping alpha would need a smaller level at the first look: alpha spending).
+A rerun of a recorded seed list is the same look, not a new one.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ def look_line(looks: list[dict], tested: dict, seeds: list[int], number: int, no
                         for look in _of(looks, tested) if look["seeds"] != list(seeds))
     return (f"[confirm] look {number} at this confirmation (earlier: {earlier}): tested at {_pct(level)} = 1 - "
             f"{1 - nominal:.3g} / {number} looks (Bonferroni: simple, and valid whatever the dependence between "
-            "looks, which share runs), so looking again does not inflate the false-confirmation rate")
+            "looks, which share runs): over the looks the false-confirmation rate is at most alpha x (1 + 1/2 + ... "
+            f"+ 1/{number}), not {number} x alpha; choosing the seeds once keeps it at alpha")
 
 
 def _seeds(seeds: list[int]) -> str:

@@ -163,7 +163,9 @@ def markdown(result: dict) -> str:
               "seed scored by both arms there is no verdict yet; with some runs missing or failed, the verdict on "
               "the pairs so far is an INTERIM look, not the confirmation's verdict. Each completed look is kept in "
               "confirm.json; a look at other seeds of the same config, baseline and benchmark is tested at alpha / "
-              "(number of looks) (Bonferroni), so looking again does not inflate the false-confirmation rate."]
+              "(number of looks) (Bonferroni): over K looks the false-confirmation rate is at most alpha x (1 + 1/2 + "
+              "... + 1/K), not K x alpha, but above alpha, since the first look spent alpha in full; choose the seeds "
+              "once, up front, to keep it at alpha."]
     if result.get("collapsed_runs"):
         score = result.get("collapsed_score")
         how = (f"each enters both benchmarks at the declared score {score:g} (--collapsed-score)" if score is not None
