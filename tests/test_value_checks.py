@@ -137,4 +137,4 @@ def test_confirm_help_says_what_leaving_seeds_out_means(capsys):
     with pytest.raises(SystemExit):
         confirm_cli.parse_args(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "fresh seeds per arm, at least 2 (left out: the summary's seeds advice, else 3)" in shown
+    assert "fresh seeds per arm, at least 2 (left out: the summary's seeds advice, refused above 24, else 3)" in shown
