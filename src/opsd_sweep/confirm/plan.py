@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from opsd_sweep import CONF_DIR
 from opsd_sweep.summarize.collect import Collection, is_base_model
 from opsd_sweep.summarize.config_stats import Analysis, configs_of
-from opsd_sweep.summarize.races import Race
+from opsd_sweep.summarize.races import Race, labels_of_dirs
 from opsd_sweep.selector import select_config
 
 CONFIRM_SUFFIX = "-confirm"  # <sweep group>-confirm: where a confirmation's runs go, never read as the sweep's
@@ -75,12 +75,8 @@ def race_winner(races: list[Race], analysis: Analysis) -> tuple[str | None, str]
     declared = [race for race in races if race.winner is not None]
     if not declared:
         return None, f"the race in {races[0].path} declares no winner (not finished)"
-    labels = set()
-    for race in declared:
-        dirs = {str(Path(d).resolve()) for d in race.run_dirs.get(race.winner, [])}
-        runs = analysis.usable
-        chosen = runs["run_dir"].map(lambda p: isinstance(p, str) and str(Path(p).resolve()) in dirs)
-        labels |= set(runs.loc[chosen, "label"])
+    labels = {label for race in declared for label in
+              labels_of_dirs((str(Path(d).resolve()) for d in race.run_dirs.get(race.winner, [])), analysis.usable)}
     if len(labels) > 1:
         raise ConfirmError(f"the races in this folder declare different winners ({sorted(labels)}); name the config "
                            "to confirm with --config")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,13 +189,18 @@ def simulated_run_dirs(runs: pd.DataFrame) -> frozenset[str]:
     return frozenset(str(Path(p).resolve()) for p in chosen)
 
 
-def declared_baseline_labels(races: list[Race], runs: pd.DataFrame) -> list[str]:
-    """The config labels (in the summary's runs table) of the in-sweep baselines the races declared."""
-    dirs = frozenset().union(*(race.baseline_dirs for race in races))
+def labels_of_dirs(dirs: Iterable[str], runs: pd.DataFrame) -> list[str]:
+    """The config labels (in the summary's runs table) of the runs in these dirs (resolved paths)."""
+    dirs = frozenset(dirs)
     if not dirs or runs.empty or "run_dir" not in runs:
         return []
     chosen = runs["run_dir"].map(lambda p: isinstance(p, str) and str(Path(p).resolve()) in dirs)
     return sorted(runs.loc[chosen, "label"].unique())
+
+
+def declared_baseline_labels(races: list[Race], runs: pd.DataFrame) -> list[str]:
+    """The config labels (in the summary's runs table) of the in-sweep baselines the races declared."""
+    return labels_of_dirs(frozenset().union(*(race.baseline_dirs for race in races)), runs)
 
 
 def outcome_line(race: Race) -> str:
