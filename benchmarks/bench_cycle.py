@@ -180,6 +180,9 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
     jobs = [j for s in shards for j in s.jobs]  # in the order they are submitted
     forced, prompt_lens = [j.length for j in jobs], [len(prompts[j.problem]) for j in jobs]
     bytes_per_token = length_model.kv_bytes_per_token(Path(spec.model_path), kv_cache_dtype)
+    import torch
+
+    bandwidth = length_model.hbm_bytes_per_s(torch.cuda.get_device_name(0))  # before the engine: a GPU it knows
     store = ShardStore(work / "aime_shards", "bench")
     store.remove()
     store.prepare()
@@ -195,7 +198,7 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
             "engine_start_s": round(engine_s, 1), "max_num_seqs": spec.max_num_seqs,
             "kv_cache_dtype": kv_cache_dtype, "kv_cache_tokens": kv_cache_tokens(started_engine),
             "gpu_memory_utilization": spec.gpu_memory_utilization, **probe_fields(attention_backend, adapter, engine_share),
-            "time_limit_s": time_limit}
+            "time_limit_s": time_limit, "hbm_bytes_per_s": bandwidth}
 
     def progress(timed: TimedSteps) -> None:
         if partial is not None:
@@ -216,19 +219,19 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
                      "engine_steps": summarize_steps(timed.steps, spec.max_num_seqs), "step_trace": timed.trace}
     if status != "complete":  # what was decoded before the cut: the trace's own KV reads
         traced = sum(timed.trace["kv_tokens"])
-        floor = traced * bytes_per_token / length_model.HBM_BYTES_PER_S
+        floor = traced * bytes_per_token / bandwidth
         return record | {"done": sum(s[3] for s in timed.steps), "kv_bytes_per_token": bytes_per_token,
                          "traced_kv_read_tokens": traced, "traced_floor_s": round(floor, 1),
                          "traced_floor_ratio": round(sum(timed.trace["seconds"]) / floor, 3) if floor else None}
     samples = store.read(shards)
     generated = [samples[j.problem, j.sample].n_tokens for j in jobs]
-    floor = length_model.kv_read_floor(prompt_lens, generated, bytes_per_token, generation_s)
+    floor = length_model.kv_read_floor(prompt_lens, generated, bytes_per_token, generation_s, bandwidth)
     traced = sum(timed.trace["kv_tokens"])
     return record | {"tokens_per_s": round(sum(generated) / generation_s),
                      "length_mismatches": sum(g != n for g, n in zip(generated, forced)), **floor,
                      "traced_kv_read_tokens": traced,
                      "traced_step_floor_ratio": round(sum(timed.trace["seconds"]) / (traced * bytes_per_token /
-                                                      length_model.HBM_BYTES_PER_S), 3) if traced else None}
+                                                      bandwidth), 3) if traced else None}
 
 
 def probe_fields(attention_backend: str | None, adapter: bool, engine_share: float | None = None) -> dict:
@@ -309,8 +312,9 @@ def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
     print(f"[bench_cycle] AIME24-sized eval part, {record['requests']} requests, lengths "
           f"{record['length_model']['name']} (mean {record['eval_length_mean_tokens']}), kv cache "
           f"{args.eval_kv_cache}, {record['attention_backend']}, adapter {record['adapter']}: {record['status']}; "
-          f"generation {record['generation_s']} s, floor {record.get('eval_floor_s')} s (ratio "
-          f"{record.get('eval_floor_ratio')}), engine start {record['engine_start_s']} s, KV cache "
+          f"generation {record['generation_s']} s, " + (f"floor {record['eval_floor_s']} s (ratio "
+          f"{record['eval_floor_ratio']})" if "eval_floor_s" in record else f"its traced steps' floor "
+          f"{record['traced_floor_s']} s (ratio {record['traced_floor_ratio']})") + ", engine start {record['engine_start_s']} s, KV cache "
           f"{record['kv_cache_tokens']} tokens; done by {steps['done_by_s']}; steps by sequences decoding "
           f"{steps['by_sequences']}; {path}", flush=True)
     return record
@@ -347,13 +351,17 @@ def sweep_from(path: Path) -> dict:
         steady, fixed, grading = warm["steady_step_s"], warm["fixed_cost_s"], warm["eval_grading_s"]
     else:
         raise ValueError(f"{path}: neither a bench_cycle record nor a gpu_check record")
-    return {"source": path.name, "device": recorded.get("device", recorded.get("gpu")), "date": recorded.get("date"),
+    return {"source": path.name, "device": recorded.get("device") or recorded.get("gpu"), "date": recorded.get("date"),
             "steady_step_s": steady, "fixed_cost_s_after_first": fixed, "eval_grading_s": grading}
 
 
 def record_from_records(sweep: dict, recorded: dict, eval_from: Path, command: str) -> dict:
     """The bench_cycle record of a recipe cycle from two measured records (part 1 from --sweep-from, part 2
-    from --eval-from): every figure of it a PROJECTION to 100 steps and the 360-sample eval."""
+    from --eval-from): every figure of it a PROJECTION to 100 steps and the 360-sample eval. Both parts must
+    come from one kind of GPU: a cycle priced half on an H200 and half on an H100 is no GPU's cycle."""
+    if sweep["device"] and recorded.get("device") and sweep["device"] != recorded["device"]:
+        raise ValueError(f"part 1 ({sweep['source']}) was measured on {sweep['device']}, part 2 ({eval_from.name}) on "
+                         f"{recorded['device']}: pass a --sweep-from and an --eval-from of the same GPU")
     evaluated = eval_projection(recorded)
     grading_s = sweep["eval_grading_s"] * 12
     eval_s = evaluated["eval_s"] + grading_s

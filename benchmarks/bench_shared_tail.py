@@ -79,8 +79,10 @@ def shared_tail_eval(run_dir: Path, checkpoints: int, length_seed: int, lengths:
                     bar.update(1)
     generation_s = time.monotonic() - started
     every = list(forced.values())
+    import torch
+
     floor = length_model.kv_read_floor(prompt_lens, every, length_model.kv_bytes_per_token(Path(spec.model_path)),
-                                       generation_s)
+                                       generation_s, length_model.hbm_bytes_per_s(torch.cuda.get_device_name(0)))
     return {"checkpoints": checkpoints, "requests": len(forced), **length_model.record_fields(model, every),
             "length_draws": draws, **floor,
             "engine_start_s": round(engine_s, 1), "generation_s": round(generation_s, 1),

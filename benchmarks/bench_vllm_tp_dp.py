@@ -260,6 +260,15 @@ def run_ours(args, model_dir: Path, problem_ids: list[str], prompts: list[list[i
             "length_mismatches": mismatches}
 
 
+def gpu_floor_rate(tiny: bool) -> float:
+    """The KV-read floor's rate on this GPU (the tiny CPU smoke test keeps the H200's: its floor is not a figure)."""
+    if tiny:
+        return length_model.HBM_BYTES_PER_S
+    import torch
+
+    return length_model.hbm_bytes_per_s(torch.cuda.get_device_name(0))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -293,7 +302,7 @@ def main() -> None:
     bytes_per_token = length_model.kv_bytes_per_token(model_dir)
     base = {"tiny": args.tiny, "scale": args.scale, "length_seed": args.length_seed,
             **length_model.record_fields(lengths_model, lengths), **length_model.kv_read_floor(
-                prompt_lens, forced, bytes_per_token),
+                prompt_lens, forced, bytes_per_token, bandwidth=gpu_floor_rate(args.tiny)),
             "lengths": summarize(lengths, drawn), "problems": N_PROBLEMS, "samples": N_SAMPLES,
             "prompt_tokens": PROMPT_TOKENS, "sampling": asdict(SAMPLING),
             "gpu_memory_utilization": GPU_MEMORY, "max_model_len": MAX_MODEL_LEN}

@@ -37,6 +37,9 @@ from benchmarks.eval_trace import SEQUENCE_BANDS
 KV_BYTES_PER_TOKEN = 28 * 8 * 128 * 2 * 2  # Qwen3-1.7B: layers x KV heads x head dim x (K, V) x bf16
 BLOCK_SIZE = 16  # vLLM's KV-cache block, in tokens
 WARMUP_STEPS = 20  # a trace's first steps: prefills and first-call kernel compiles, left out of the fit
+# A later step this many times the median step is a one-time stall (seen: ~2 s once, 4,509 steps into the H100 parts
+# of 2026-12-05, at 96 sequences): left out of the fit, its excess counted once, like the warm-up.
+STALL_FACTOR = 20
 # the per-step cost fitted to the 2026-12-03 trace at the merged weights' speed (no LoRA), over 1-256 sequences:
 # what a step with fewer sequences than a cut trace holds costs at least (the low end of its projection)
 MERGED_STEP_S = 2.26e-3
@@ -149,16 +152,19 @@ def fit_step_cost(record: dict, steps: np.ndarray) -> tuple[float, float, list[d
     return float(a), float(b), bands
 
 
-def fit_trace(trace: dict, warmup: int = WARMUP_STEPS, steps: slice | None = None) -> dict:
+def fit_trace(trace: dict, warmup: int = WARMUP_STEPS, steps: slice | None = None,
+              bytes_per_token: int = KV_BYTES_PER_TOKEN) -> dict:
     """Least squares step seconds = a + b x (million KV tokens read) over a per-step trace (step_trace:
     seconds, decoding, kv_tokens) after its first `warmup` steps (the prefills and the first calls' kernel
-    compiles: seconds each) or over `steps`, with R^2, the residuals' SD and each band's traced vs fitted
-    seconds."""
+    compiles: seconds each) or over `steps`, with R^2, the residuals' SD, each band's traced vs fitted
+    seconds and the rate b reads KV bytes at (bytes_per_token: the KV cache's dtype)."""
     seconds, kv = np.asarray(trace["seconds"], dtype=float), np.asarray(trace["kv_tokens"], dtype=float) / 1e6
     decoding = np.asarray(trace["decoding"])
     chosen = np.zeros(len(seconds), dtype=bool)
     chosen[steps if steps is not None else slice(warmup, None)] = True
     keep = chosen & (decoding > 0)  # a step that decoded nothing (a prefill chunk alone) is not a decode step
+    stalls = keep & (seconds > STALL_FACTOR * np.median(seconds[keep]))
+    keep &= ~stalls
     x = np.column_stack([np.ones(keep.sum()), kv[keep]])
     (a, b), *_ = np.linalg.lstsq(x, seconds[keep], rcond=None)
     residuals = seconds[keep] - x @ np.array([a, b])
@@ -173,10 +179,12 @@ def fit_trace(trace: dict, warmup: int = WARMUP_STEPS, steps: slice | None = Non
     return {"step_s": float(a), "s_per_million_kv_tokens": float(b), "steps_fitted": int(keep.sum()),
             "warmup_steps": warmup if steps is None else None,
             "warmup_seconds": round(float(seconds[:warmup].sum()), 2) if steps is None else None,
+            "stall_steps": int(stalls.sum()),
+            "stall_excess_s": round(float((seconds[stalls] - a - b * kv[stalls]).sum()), 2),
             "decoding_fitted": [int(decoding[keep].min()), int(decoding[keep].max())],
             "r2": round(1 - float(residuals @ residuals) / total, 4) if total > 0 else 1.0,
             "residual_sd_ms": round(1000 * float(residuals.std(ddof=2)), 3),
-            "kv_read_tb_per_s": round(KV_BYTES_PER_TOKEN / (b / 1e6) / 1e12, 2) if b > 0 else None, "bands": bands}
+            "kv_read_tb_per_s": round(bytes_per_token / (b / 1e6) / 1e12, 2) if b > 0 else None, "bands": bands}
 
 
 def engine_seconds(a: float, b: float, lengths: list[int], max_num_seqs: int, prompt_tokens,
@@ -198,15 +206,16 @@ def project(a: float, b: float, copies: int, requests: int, length_seed: int, ma
 
 
 def predict_eval(a: float, b: float, lengths: list[int], prompt_lens: list[int], max_num_seqs: int,
-                 kv_capacity: int, bytes_per_token: int = KV_BYTES_PER_TOKEN, fitted_from: int = 1) -> dict:
+                 kv_capacity: int, bytes_per_token: int = KV_BYTES_PER_TOKEN, fitted_from: int = 1,
+                 bandwidth: float = length_model.HBM_BYTES_PER_S) -> dict:
     """An eval's seconds on an engine of this KV cache, by the fitted step cost over the KV-limited replay,
     with its KV-read floor (length_model.kv_read_floor) beside it. A fit over steps of at least
     `fitted_from` sequences is extrapolated to the steps with fewer: `seconds_low` prices those at
-    MERGED_STEP_S a step instead (the low end), `tail_steps` counts them."""
+    MERGED_STEP_S a step instead (the low end), `tail_steps` counts them; `bandwidth`: the GPU's floor rate."""
     steps, stats = kv_limited_schedule(prompt_lens, lengths, max_num_seqs, kv_capacity)
     seconds = float(a * len(steps) + b * steps[:, 1].sum() / 1e6)
     tail = int((steps[:, 0] < fitted_from).sum())
-    floor = length_model.kv_read_floor(prompt_lens, lengths, bytes_per_token, seconds)
+    floor = length_model.kv_read_floor(prompt_lens, lengths, bytes_per_token, seconds, bandwidth)
     return {"requests": len(lengths), "mean_tokens": round(float(np.mean(lengths)), 1), "total_tokens": sum(lengths),
             "at_cap": sum(x >= length_model.CAP for x in lengths), "kv_capacity_tokens": kv_capacity,
             "max_num_seqs": max_num_seqs, **stats, "seconds": round(seconds, 3),
@@ -226,11 +235,11 @@ def traced_part(record: dict, project_requests: list[int], capacities: list[int]
     traced_steps = len(trace["seconds"])
     if traced_steps <= 2 * warmup:
         raise ValueError(f"{traced_steps} traced steps: too few to fit after {warmup} warm-up steps")
-    fit = fit_trace(trace, warmup)
+    bpt = record.get("kv_bytes_per_token", KV_BYTES_PER_TOKEN)
+    fit = fit_trace(trace, warmup, bytes_per_token=bpt)
     a, b = fit["step_s"], fit["s_per_million_kv_tokens"]
     lengths, prompts = record["forced_lengths"], record["prompt_lengths"]
     capacity, max_num_seqs = record["kv_cache_tokens"], record["max_num_seqs"]
-    bpt = record.get("kv_bytes_per_token", KV_BYTES_PER_TOKEN)
     complete = record.get("status", "complete") == "complete"
     steps, stats = kv_limited_schedule(prompts, lengths, max_num_seqs, capacity)
     seconds, kv = np.asarray(trace["seconds"]), np.asarray(trace["kv_tokens"], dtype=float)
@@ -241,13 +250,15 @@ def traced_part(record: dict, project_requests: list[int], capacities: list[int]
     middle = warmup + (n - warmup) // 2
     half = fit_trace(trace, steps=slice(warmup, middle))
     second = float(half["step_s"] * (n - middle) + half["s_per_million_kv_tokens"] * kv[middle:n].sum() / 1e6)
-    traced_floor = length_model.kv_read_floor([0], [0], bpt)  # the rate; the traced tokens below
-    traced_floor_s = kv.sum() * bpt / traced_floor["hbm_bytes_per_s"]
-    whole = float(fit["warmup_seconds"] + a * (len(steps) - warmup) + b * steps[warmup:, 1].sum() / 1e6)
+    bandwidth = length_model.hbm_bytes_per_s(record.get("device"))
+    traced_floor_s = kv.sum() * bpt / bandwidth
+    once = fit["warmup_seconds"] + fit["stall_excess_s"]  # the warm-up and the stalls, as traced
+    whole = float(once + a * (len(steps) - warmup) + b * steps[warmup:, 1].sum() / 1e6)
     tail = int((steps[warmup:, 0] < fit["decoding_fitted"][0]).sum())
     whole_low = whole - tail * max(a - MERGED_STEP_S, 0)
-    floor = length_model.kv_read_floor(prompts, lengths, bpt, whole)
-    part = {"requests": len(lengths), "complete": complete, "mean_tokens": round(float(np.mean(lengths)), 1),
+    floor = length_model.kv_read_floor(prompts, lengths, bpt, whole, bandwidth)
+    part = {"device": record.get("device"), "hbm_bytes_per_s": bandwidth,
+            "requests": len(lengths), "complete": complete, "mean_tokens": round(float(np.mean(lengths)), 1),
             "total_tokens": sum(lengths), "at_cap": sum(x >= length_model.CAP for x in lengths),
             "kv_capacity_tokens": capacity, "max_num_seqs": max_num_seqs,
             "traced": {"steps": traced_steps, "seconds": round(float(seconds.sum()), 1),
@@ -255,7 +266,8 @@ def traced_part(record: dict, project_requests: list[int], capacities: list[int]
                        "decoding": [int(decoding[warmup:].min()), int(decoding[warmup:].max())],
                        "kv_read_tokens": int(kv.sum()), "floor_s": round(float(traced_floor_s), 1),
                        "floor_ratio": round(float(seconds.sum() / traced_floor_s), 3)},
-            "fit_error": round(float(a * len(replayed) + b * replayed[:, 1].sum() / 1e6) / traced_s - 1, 4),
+            "fit_error": round(float(a * len(replayed) + b * replayed[:, 1].sum() / 1e6 + fit["stall_excess_s"])
+                               / traced_s - 1, 4),
             "holdout_error": round(second / float(seconds[middle:n].sum()) - 1, 4),
             "schedule": {"mean_abs_decoding_diff": round(float(np.abs(steps[:n, 0] - decoding[:n]).mean()), 2),
                          "kv_read_ratio": round(float(steps[:n, 1].sum() / kv[:n].sum()), 4)},
@@ -276,9 +288,9 @@ def traced_part(record: dict, project_requests: list[int], capacities: list[int]
         drawn = lengths_model.draw(requests // N_SAMPLES, N_SAMPLES, record.get("projection_seed", 0))
         for kv_capacity in capacities or [capacity]:
             predicted = predict_eval(a, b, drawn, [mean_prompt] * len(drawn), max_num_seqs, kv_capacity, bpt,
-                                     fitted_from=fit["decoding_fitted"][0])
-            for key in ("seconds", "seconds_low"):  # the warm-up as traced
-                predicted[key] = round(predicted[key] + fit["warmup_seconds"], 1)
+                                     fitted_from=fit["decoding_fitted"][0], bandwidth=bandwidth)
+            for key in ("seconds", "seconds_low"):  # the warm-up and the stalls as traced
+                predicted[key] = round(predicted[key] + once, 1)
             predicted["eval_floor_ratio"] = round(predicted["seconds"] / predicted["eval_floor_s"], 3)
             projections.append({"label": "PROJECTION", **predicted, "length_model": lengths_model.describe(drawn)})
     return {"fit": fit, "measured_part": part, "projections": projections}
@@ -322,9 +334,11 @@ def main() -> None:
               f"{part['mean_tokens']}, {part['at_cap']} at the cap), adapter {record['adapter']}, KV cache "
               f"{part['kv_capacity_tokens']:,} tokens; " + (f"{record['generation_s']} s generation" if part["complete"]
               else f"CUT SHORT: {traced['steps']:,} steps traced ({traced['seconds']} s, {traced['done']} done)"))
-        print(f"traced: {traced['seconds']} s of steps, KV-read floor {traced['floor_s']} s: {traced['floor_ratio']}x")
+        print(f"traced: {traced['seconds']} s of steps, KV-read floor {traced['floor_s']} s at {part['device'] or 'H200'}'s "
+              f"{part['hbm_bytes_per_s'] / 1e12:g} TB/s: {traced['floor_ratio']}x")
         print(f"fit over {fit['steps_fitted']:,} steps ({fit['decoding_fitted'][0]}-{fit['decoding_fitted'][1]} "
-              f"sequences decoding; {fit['warmup_steps']} warm-up steps, {fit['warmup_seconds']} s, left out): step = "
+              f"sequences decoding; {fit['warmup_steps']} warm-up steps, {fit['warmup_seconds']} s, and "
+              f"{fit['stall_steps']} stalls, {fit['stall_excess_s']} s over the fit, left out): step = "
               f"{1000 * fit['step_s']:.2f} ms + {1000 * fit['s_per_million_kv_tokens']:.1f} ms per million KV tokens "
               f"read ({fit['kv_read_tb_per_s']} TB/s; R^2 {fit['r2']}, residual SD {fit['residual_sd_ms']} ms)")
         print(f"errors over the traced steps: replay at the fit {100 * part['fit_error']:+.1f}%, first half's fit on "

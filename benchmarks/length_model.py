@@ -26,7 +26,8 @@ Every record that draws lengths carries `length_model` (record_fields: name, par
 at the cap) and `eval_length_mean_tokens`. kv_read_floor gives an eval's floor from the lengths actually
 generated: every generated token reads its context's KV cache once (prompt + tokens so far), at
 kv_bytes_per_token of the model's shape (layers x KV heads x head dim x 2 (K, V) x the KV dtype's bytes;
-114,688 B = 115 KB for Qwen3-1.7B in bf16), over the H200's ~4.3 TB/s; `eval_floor_ratio` = time / floor.
+114,688 B = 115 KB for Qwen3-1.7B in bf16), over the GPU's measured device-to-device copy rate (hbm_bytes_per_s:
+4.3 TB/s on the H200, 3.05 TB/s on the H100); `eval_floor_ratio` = time / floor.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CAP, MIN_TOKENS = 38_912, 64
-HBM_BYTES_PER_S = 4.3e12  # the H200's HBM bandwidth, the floor's rate
+# Each GPU's device-to-device copy rate (bytes read + written a second, measured on the device machines): the
+# rate an eval's floor is at. H200: 4.3 TB/s (2026-10-28 and 2026-11-04); H100 80GB HBM3: 3.05 TB/s (2026-12-05).
+COPY_BYTES_PER_S = {"H200": 4.3e12, "H100": 3.05e12}
+HBM_BYTES_PER_S = COPY_BYTES_PER_S["H200"]  # the default: every record before 2026-12-05 is an H200's
 
 PUBLISHED_SOURCES = (
     "GitHub AryamaVMurthy/OPSD-thinking-research, reproductions/05_results/ (an independent thinking-enabled OPSD "
@@ -236,6 +240,18 @@ def kv_read_tokens(prompt_lens: list[int], lengths: list[int]) -> int:
     P + t tokens (the prompt and every token so far, itself included), so a request reads
     L x P + L (L + 1) / 2. A preempted request's recompute is not counted: the floor is for the work asked."""
     return sum(n * p + n * (n + 1) // 2 for p, n in zip(prompt_lens, lengths))
+
+
+def hbm_bytes_per_s(device: str | None) -> float:
+    """The floor's rate on the GPU a record names ('NVIDIA H100 80GB HBM3' -> the H100's); a record that names
+    no device is an H200's (every one before 2026-12-05)."""
+    if device is None:
+        return HBM_BYTES_PER_S
+    for name, rate in COPY_BYTES_PER_S.items():
+        if name in device:
+            return rate
+    raise ValueError(f"{device!r}: no copy rate is known for this GPU, so its KV-read floor cannot be computed; "
+                     f"measure a device-to-device copy there and add it to benchmarks/length_model.COPY_BYTES_PER_S")
 
 
 def kv_read_floor(prompt_lens: list[int], lengths: list[int], bytes_per_token: int, seconds: float | None = None,

@@ -237,3 +237,45 @@ def test_an_old_record_without_a_step_trace_still_fits_by_bands():
     a, b, _ = model.fit_step_cost(record, model.replay(lengths, record["max_num_seqs"], model.PROMPT_TOKENS))
     assert 1000 * a == pytest.approx(2.26, abs=0.01) and 1000 * b == pytest.approx(32.0, abs=0.1)
     assert isinstance(np.float64(a), np.floating)
+
+
+def test_the_floor_is_at_the_copy_rate_of_the_gpu_the_part_ran_on():
+    # the same traced part read as an H200's and as an H100's: the H100 copies at 3.05 TB/s, not 4.3
+    h200 = model.traced_part(synthetic_part(2e-3, 30e-3, capacity=100_000) | {"device": "NVIDIA H200"}, [24], [])
+    h100 = model.traced_part(synthetic_part(2e-3, 30e-3, capacity=100_000) | {"device": "NVIDIA H100 80GB HBM3"},
+                             [24], [])
+    ratio = h100["measured_part"]["traced"]["floor_ratio"] / h200["measured_part"]["traced"]["floor_ratio"]
+    assert ratio == pytest.approx(3.05 / 4.3, rel=1e-3)  # a longer floor: the same seconds are nearer it
+    assert h100["projections"][0]["eval_floor_s"] == pytest.approx(h200["projections"][0]["eval_floor_s"] * 4.3 / 3.05,
+                                                                   rel=1e-3)
+    assert lm.hbm_bytes_per_s(None) == lm.hbm_bytes_per_s("NVIDIA H200") == 4.3e12  # records before the H100's
+    with pytest.raises(ValueError, match="'NVIDIA A100-SXM4-80GB'.*COPY_BYTES_PER_S"):
+        lm.hbm_bytes_per_s("NVIDIA A100-SXM4-80GB")
+
+
+def test_an_fp8_parts_fit_reads_its_kv_rate_at_half_the_bytes():
+    record = synthetic_part(2e-3, 30e-3, capacity=100_000)
+    bf16 = model.traced_part(record, [24], [])["fit"]["kv_read_tb_per_s"]
+    fp8 = model.traced_part(record | {"kv_bytes_per_token": lm.kv_bytes_per_token(QWEN3_1_7B, "fp8")}, [24], [])
+    assert fp8["fit"]["kv_read_tb_per_s"] == pytest.approx(bf16 / 2, abs=0.01)
+
+
+def test_a_cycle_is_not_priced_from_two_kinds_of_gpu(tmp_path):
+    sweep = bench_cycle.sweep_from(bench_cycle.Path(__file__).resolve().parents[2]
+                                   / "benchmarks/measured/gpu_check_2026-12-05_3c88683.json")
+    record = synthetic_part(2e-3, 30e-3, capacity=100_000) | {"device": "NVIDIA H100 80GB HBM3"}
+    with pytest.raises(ValueError, match="NVIDIA H200.*NVIDIA H100 80GB HBM3.*same GPU"):
+        bench_cycle.record_from_records(sweep, record, tmp_path / "part.json", "cmd")
+
+
+def test_a_one_time_stall_is_counted_once_not_spread_over_every_step_of_the_fit():
+    record = synthetic_part(2e-3, 30e-3, capacity=100_000)
+    seconds = record["step_trace"]["seconds"]
+    stalled = len(seconds) // 2
+    seconds[stalled] += 2.0  # one 2-second stall mid-part, as the H100 parts of 2026-12-05 had
+    record["generation_s"] += 2.0
+    figures = model.traced_part(record, [24], [], warmup=5)
+    fit = figures["fit"]
+    assert fit["step_s"] == pytest.approx(2e-3, rel=1e-6) and fit["s_per_million_kv_tokens"] == pytest.approx(30e-3, rel=1e-6)
+    assert fit["stall_steps"] == 1 and fit["stall_excess_s"] == pytest.approx(2.0, abs=0.01) and fit["r2"] == 1.0
+    assert figures["measured_part"]["whole_fit_error"] == pytest.approx(0, abs=1e-3)  # the stall counted once
