@@ -265,7 +265,10 @@ def traced_part(record: dict, project_requests: list[int], capacities: list[int]
                        "done": record.get("done", record.get("done_so_far", len(lengths) if complete else None)),
                        "decoding": [int(decoding[warmup:].min()), int(decoding[warmup:].max())],
                        "kv_read_tokens": int(kv.sum()), "floor_s": round(float(traced_floor_s), 1),
-                       "floor_ratio": round(float(seconds.sum() / traced_floor_s), 3)},
+                       "floor_ratio": round(float(seconds.sum() / traced_floor_s), 3),
+                       # where the traced seconds went, by the fit: per step, per KV token read, and once
+                       "split_s": {"fixed": round(float(a * (traced_steps - warmup)), 1),
+                                   "kv": round(float(b * kv[warmup:].sum() / 1e6), 1), "once": round(once, 1)}},
             "fit_error": round(float(a * len(replayed) + b * replayed[:, 1].sum() / 1e6 + fit["stall_excess_s"])
                                / traced_s - 1, 4),
             "holdout_error": round(second / float(seconds[middle:n].sum()) - 1, 4),
@@ -334,8 +337,11 @@ def main() -> None:
               f"{part['mean_tokens']}, {part['at_cap']} at the cap), adapter {record['adapter']}, KV cache "
               f"{part['kv_capacity_tokens']:,} tokens; " + (f"{record['generation_s']} s generation" if part["complete"]
               else f"CUT SHORT: {traced['steps']:,} steps traced ({traced['seconds']} s, {traced['done']} done)"))
+        split = traced["split_s"]
         print(f"traced: {traced['seconds']} s of steps, KV-read floor {traced['floor_s']} s at {part['device'] or 'H200'}'s "
-              f"{part['hbm_bytes_per_s'] / 1e12:g} TB/s: {traced['floor_ratio']}x")
+              f"{part['hbm_bytes_per_s'] / 1e12:g} TB/s: {traced['floor_ratio']}x; by the fit {split['fixed']} s per "
+              f"step, {split['kv']} s per KV token read, {split['once']} s once (warm-up, stalls); "
+              f"{traced['kv_read_tokens'] / traced['seconds'] / 1e6:.1f} M KV tokens read a second")
         print(f"fit over {fit['steps_fitted']:,} steps ({fit['decoding_fitted'][0]}-{fit['decoding_fitted'][1]} "
               f"sequences decoding; {fit['warmup_steps']} warm-up steps, {fit['warmup_seconds']} s, and "
               f"{fit['stall_steps']} stalls, {fit['stall_excess_s']} s over the fit, left out): step = "

@@ -279,3 +279,6 @@ def test_a_one_time_stall_is_counted_once_not_spread_over_every_step_of_the_fit(
     assert fit["step_s"] == pytest.approx(2e-3, rel=1e-6) and fit["s_per_million_kv_tokens"] == pytest.approx(30e-3, rel=1e-6)
     assert fit["stall_steps"] == 1 and fit["stall_excess_s"] == pytest.approx(2.0, abs=0.01) and fit["r2"] == 1.0
     assert figures["measured_part"]["whole_fit_error"] == pytest.approx(0, abs=1e-3)  # the stall counted once
+    traced = figures["measured_part"]["traced"]  # where the traced seconds went: they add up, the stall once
+    assert sum(traced["split_s"].values()) == pytest.approx(traced["seconds"], abs=0.2)
+    assert traced["split_s"]["once"] == pytest.approx(2.0 + sum(seconds[:5]), abs=0.1)
