@@ -2,8 +2,9 @@
 confirmation of a sweep's chosen config.
 
 Takes the config the sweep chose (--config, else the winner a race in the folder declared, else the best mean
-among the configs that are not the baseline) and the in-sweep baseline (--baseline, auto as the summary), runs
-fresh seeds of both (above every seed the sweep used; --seeds, default the summary's seeds advice, refused when
+among the configs that are not the baseline; refused without --config when the folder's races declare different
+winners or a race declared its baseline the winner: nothing beat it) and the in-sweep baseline (--baseline,
+auto as the summary), runs fresh seeds of both (above every seed the sweep used; --seeds, default the summary's seeds advice, refused when
 it is larger than confirm launches unasked, else 3) through the sweep machinery, each run scored on the
 sweep's tuning benchmark and on a locked one (--locked, default eval=aime25), and writes confirm.md and
 confirm.json to RESULTS_DIR: config - baseline paired by seed with its interval per benchmark, the sweep's own
@@ -44,7 +45,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("results_dir", help="the sweep's results (a group folder, e.g. results/tiny-demo)")
     parser.add_argument("--config", help="the config to confirm, in the --baseline selector syntax (default: the "
                         "winner of a race in the folder, else the best mean among the configs that are not the "
-                        "baseline)")
+                        "baseline; needed when races disagree on the winner or a race's baseline won)")
     parser.add_argument("--baseline", default="auto", help="the in-sweep baseline, as the summary's --baseline "
                         "(default auto: the untrained base model)")
     parser.add_argument("--seeds", type=int, help="fresh seeds per arm, at least 2 (left out: the summary's seeds "
@@ -84,7 +85,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     races = [race for race in map(read_race, find_race_logs([str(results_dir)])) if race is not None]
     # --baseline auto as the summary reads it: the untrained base model, else the baseline a race declared
     analysis = analyse(collection.runs, settings, None, declared_baseline_labels(races, collection.runs))
-    chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config, plan.race_winner(races, analysis))
+    chosen, baseline, chosen_how = plan.choose_arms(analysis, args.config, races)
     print(f"[confirm] config {chosen!r} ({chosen_how}) vs baseline {baseline!r} ({analysis.baseline_how})")
     arms = {role: plan.make_arm(role, label, analysis) for role, label in (("config", chosen), ("baseline", baseline))}
     plan.check_real_runs(arms)

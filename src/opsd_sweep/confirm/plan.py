@@ -68,32 +68,40 @@ class Arm:
 
 
 def race_winner(races: list[Race], analysis: Analysis) -> tuple[str | None, str]:
-    """(the summary label of the winner the folder's race declared, or None; what the race says). None when there
-    is no race, it has not stopped, it declared no winner, its winner is the baseline, or no run of it counts."""
+    """(the summary label of the winner the folder's races declared, or None; what the races say). None when there
+    is no race, none has stopped, or no run of the declared winner counts: the best mean is then confirmed and the
+    console says why. Refused (ConfirmError, before any run) when the races declare different winners (a silent
+    pick would confirm one race's choice as the sweep's) or when the winner is the baseline (nothing beat it:
+    nothing to confirm); --config is the way past both, and with it this is not read."""
     if not races:
         return None, ""
     declared = [race for race in races if race.winner is not None]
     if not declared:
         return None, f"the race in {races[0].path} declares no winner (not finished)"
-    labels = {label for race in declared for label in
-              labels_of_dirs((str(Path(d).resolve()) for d in race.run_dirs.get(race.winner, [])), analysis.usable)}
+    winners = {race.path: labels_of_dirs((str(Path(d).resolve()) for d in race.run_dirs.get(race.winner, [])),
+                                         analysis.usable) for race in declared}
+    labels = {label for found in winners.values() for label in found}
     if len(labels) > 1:
-        raise ConfirmError(f"the races in this folder declare different winners ({sorted(labels)}); name the config "
-                           "to confirm with --config")
+        named = "; ".join(f"{path} ({', '.join(map(repr, found)) or 'no run of ' + repr(race.winner) + ' counts'})"
+                          for race in declared for path, found in [(race.path, winners[race.path])])
+        raise ConfirmError(f"the races in this folder declare different winners: {named}; name the config to "
+                           "confirm with --config (e.g. --config 'lr=2e-05')")
     where = declared[-1].path
     if not labels:
         return None, f"no run of the winner the race in {where} declared ({declared[-1].winner}) counts"
     label = labels.pop()
     if label == analysis.baseline:
-        return None, f"the race in {where} declared the baseline its winner (no config beat it)"
+        raise ConfirmError(f"the race in {where} declared its baseline {label!r} the winner: no config beat it: "
+                           "nothing to confirm (the best mean of the others is a config the race judged no better); "
+                           "to confirm one anyway, name it with --config (e.g. --config 'lr=2e-05')")
     return label, f"the winner the race in {where} declared"
 
 
-def choose_arms(analysis: Analysis, selector: str | None, raced: tuple[str | None, str] = (None, "")
-                ) -> tuple[str, str, str]:
+def choose_arms(analysis: Analysis, selector: str | None, races: list[Race] = ()) -> tuple[str, str, str]:
     """(chosen label, baseline label, how the config was chosen): the one `selector` names (opsd_sweep.selector
-    syntax), else the winner a race of the folder declared (`raced`, from race_winner: a race's choice is the
-    sweep's choice), else the best mean among the configs that are not the baseline, as the summary ranks them."""
+    syntax), else the winner the folder's races declared (race_winner: a race's choice is the sweep's choice; it
+    refuses races that disagree or a race its baseline won), else the best mean among the configs that are not
+    the baseline, as the summary ranks them."""
     if analysis.baseline is None:
         raise ConfirmError(f"no in-sweep baseline ({analysis.baseline_how}); name one with --baseline "
                            "(e.g. --baseline max_steps=0 or --baseline 'lr=5e-06')")
@@ -101,10 +109,10 @@ def choose_arms(analysis: Analysis, selector: str | None, raced: tuple[str | Non
     contenders = table[table["label"] != analysis.baseline]
     if contenders.empty:
         raise ConfirmError(f"the sweep has no config besides its baseline {analysis.baseline!r}: nothing to confirm")
-    if selector:
+    if selector:  # a named config: the races' winners are not read (--config is the fix their refusals name)
         label = select_config(selector, configs_of(contenders), "--config")
         return label, analysis.baseline, f"named with --config {selector}"
-    winner, race_says = raced
+    winner, race_says = race_winner(list(races), analysis)
     if winner is not None and winner in set(contenders["label"]):
         return winner, analysis.baseline, race_says
     label = contenders.iloc[0]["label"]  # table is sorted by mean, best first
