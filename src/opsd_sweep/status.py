@@ -38,8 +38,9 @@ only ever added within a version, a rename or a change of meaning makes the next
                   where it collapsed), "" when nothing
     config        its config key (below)
     label         its label in the summary that speaks for it (the summary's config label): of the summaries
-                  whose runs.csv lists it, the one in the deepest folder above it (its group's own before
-                  the root's), then the newest; null when none lists it (no summary yet, or the run is newer)
+                  whose runs.csv lists its dir (its dir, not its run key: one key can sit in two groups), the
+                  one in the deepest folder above it (its group's own before the root's), then the newest; null
+                  when none lists it (no summary yet, or the run is newer)
   configs         one object per config key, sorted: config, label (its runs' label), runs (how many),
                   done, running (pending + training + evaluating), failed, collapsed, other (queued,
                   interrupted, stale); verdict: its label's verdict in the summary.csv that speaks for its
@@ -282,36 +283,60 @@ def read_summaries(root: Path) -> list[dict]:
                 rows = list(csv.DictReader(handle))
         except (OSError, csv.Error, UnicodeDecodeError):
             continue
-        labels = {}
+        listed = []
         try:
             with (path.parent / "runs.csv").open(newline="") as handle:
-                labels = {r["run_id"]: r["label"] for r in csv.DictReader(handle) if r.get("run_id")}
+                listed = [(r["run_dir"], r["label"]) for r in csv.DictReader(handle) if r.get("run_dir")]
         except (OSError, csv.Error, UnicodeDecodeError, KeyError):
             pass  # no runs.csv beside it: its verdicts are listed, no run is labelled by it
         when = datetime.fromtimestamp(written, timezone.utc).isoformat(timespec="seconds")
         found.append({"path": str(path.relative_to(root)), "_written": written, "written_at": when,
-                      "verdicts": [_verdict(r) for r in rows if r.get("label")], "_labels": labels,
+                      "verdicts": [_verdict(r) for r in rows if r.get("label")], "_listed": listed,
                       "_folder": path.parent})
     return sorted(found, key=lambda s: -s["_written"])
+
+
+def labels_by_run(listed: list[tuple[str, str]], names: list[str], root: Path) -> dict[str, str]:
+    """Run name (path under root) -> label, for the run dirs a runs.csv lists (its (run_dir, label) rows).
+
+    By the dir, never by the run key: one config and seed run in two groups share a key, and a summary that
+    read one of them says nothing of the other. A listed dir that exists is matched by its resolved path; one
+    that no longer exists (the results root was moved, or the summary ran from another folder and wrote a
+    relative path) by its last folders, the run's path under root (the longest such name)."""
+    by_real = {(root / name).resolve(): name for name in names}
+    labels = {}
+    for run_dir, label in listed:
+        listed_path = Path(run_dir)
+        if listed_path.exists():
+            name = by_real.get(listed_path.resolve())
+        else:
+            tails = [n for n in names if listed_path.parts[-len(Path(n).parts):] == Path(n).parts]
+            name = max(tails, key=lambda n: len(Path(n).parts), default=None)
+        if name is not None:
+            labels[name] = label
+    return labels
 
 
 def _under(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def covers(summary: dict, run_path: Path, paths_of: dict[str, list[Path]]) -> bool:
+def covers(summary: dict, run_path: Path, root: Path) -> bool:
     """Whether a run dir is under the roots a summary read: its own folder (the summary is written to its first
-    root unless --out says otherwise) or a folder that held a run its runs.csv lists (found by run id, so a
+    root unless --out says otherwise) or a folder that held a run dir its runs.csv lists (labels_by_run, so a
     results root moved since still matches). A run elsewhere (e.g. a confirmation's <group>-confirm/ beside the
-    group's summary) is not its business: it neither makes the summary stale nor takes its labels."""
-    folders = {summary["_folder"], *(p.parent for i in summary["_labels"] for p in paths_of.get(i, ()))}
+    group's summary, or another group's run of the same key) is not its business: it neither makes the summary
+    stale nor takes its labels."""
+    folders = {summary["_folder"], *((root / name).parent for name in summary["_labels"])}
     return any(_under(run_path, folder) for folder in folders)
 
 
-def nearest_summary(run_id: str, run_path: Path, summaries: list[dict]) -> dict | None:
-    """The summary that speaks for a run: among those whose runs.csv lists it, the one in the deepest folder
-    above it (its group's own, before a summary of the whole root), then the newest; else None."""
-    listing = [s for s in summaries if run_id in s["_labels"]]  # summaries are newest first; sorted() is stable
+def nearest_summary(name: str, root: Path, summaries: list[dict]) -> dict | None:
+    """The summary that speaks for the run dir at root / name: among those whose runs.csv lists that dir, the
+    one in the deepest folder above it (its group's own, before a summary of the whole root), then the newest;
+    else None."""
+    run_path = root / name
+    listing = [s for s in summaries if name in s["_labels"]]  # summaries are newest first; sorted() is stable
     ranked = sorted(listing, key=lambda s: (not _under(run_path, s["_folder"]), -len(s["_folder"].parts)))
     return ranked[0] if ranked else None
 
@@ -332,14 +357,13 @@ def _verdict(row: dict) -> dict:
 def status_json(rows: list[RunRow], root: Path) -> dict:
     """The --json object (schema: the module docstring)."""
     summaries = read_summaries(root)
-    paths_of: dict[str, list[Path]] = {}  # run id -> its dirs (one key can sit in two groups)
-    for r in rows:
-        paths_of.setdefault(r.run_id, []).append(root / r.name)
-    speaks_for = {r.name: nearest_summary(r.run_id, root / r.name, summaries) for r in rows}
+    for summary in summaries:
+        summary["_labels"] = labels_by_run(summary["_listed"], [r.name for r in rows], root)
+    speaks_for = {r.name: nearest_summary(r.name, root, summaries) for r in rows}
     runs = []
     for r in sorted(rows, key=lambda r: r.name):
         summary = speaks_for[r.name]
-        label = summary["_labels"][r.run_id] if summary else None
+        label = summary["_labels"][r.name] if summary else None
         runs.append({"run": r.name, "run_id": r.run_id, "kind": r.kind, "state": r.state, "phase": r.phase,
                      "step": r.step, "max_steps": r.max_steps, "gpus": r.gpus, "host": r.host, "pid": r.pid,
                      "job_id": r.job_id, "elapsed_s": _rounded(r.elapsed_s), "eta_s": _rounded(r.eta_s),
@@ -359,7 +383,7 @@ def status_json(rows: list[RunRow], root: Path) -> dict:
                         "other": len(own) - running - sum(count.values()), "verdict": verdict})
     for summary in summaries:
         summary["runs_ended_since"] = sum(_after(r.ended_at, summary["_written"]) for r in rows
-                                          if covers(summary, root / r.name, paths_of))
+                                          if covers(summary, root / r.name, root))
     counts = {state: sum(r.state == state for r in rows) for state in STATES}
     counts |= {r.state: counts.get(r.state, 0) + 1 for r in rows if r.state not in STATES}
     return {"schema_version": SCHEMA_VERSION, "root": str(root), "generated_at": utc_now(),
