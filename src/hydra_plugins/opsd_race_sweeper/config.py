@@ -27,7 +27,8 @@ class RaceSweeperConf:
     budget_gpu_hours: Optional[float] = MISSING  # stop before a round would pass it; null = no budget
     confirm_seeds: int = MISSING  # fresh seeds of the winner after the race
     first_seed: int = MISSING  # seeds are first_seed, first_seed + 1, ...
-    max_failures: int = MISSING  # failed runs after which a config leaves the race (a collapse is no failure)
+    max_failures: int = MISSING  # failed race runs after which a config leaves the race; as many failed confirmation
+    # runs end its confirmation, the verdict stands (counted per phase; a collapse is no failure)
     collapsed_score: Optional[float] = MISSING  # the score of a run stopped at its collapse; null: its config leaves
     pairing: str = MISSING  # none | seed: compare configs by paired differences over the seeds both ran
     baseline: Optional[str] = MISSING  # the in-sweep baseline, a selector (opsd_sweep.selector): "lr=5e-6"

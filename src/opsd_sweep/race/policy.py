@@ -23,7 +23,10 @@ Every Holm family and verdict word comes from inference.verdicts.family_verdicts
 pairing=seed (declared in hydra.sweeper.pairing) the comparisons with the best and with the baseline are paired
 differences over the seeds both ran, and the baseline runs the confirmation seeds beside the winner.
 Every decision row and the stop record carry the runs and GPU-hours spent (the runs' own gpu_hours).
-Failed runs are replaced by fresh seeds; a config with max_failures failed runs leaves the race.
+Failed runs are replaced by fresh seeds; a config with max_failures failed race runs leaves the race. Failures
+are counted per phase: max_failures failed confirmation runs end that config's confirmation (no more fresh seeds),
+and the race's verdict stands: the winner stays the winner, judged on the runs that finished, its final row
+counting the failed confirmation runs (confirm_failed). A confirmation's failures never rewrite the race's verdict.
 A collapsed run (opsd_sweep.collapse) is a finding, not a failure: it counts as one of its config's seeds
 and is not replaced. As in the summary, a run stopped at its collapse (train.stop_on_collapse) enters at the
 declared collapsed_score; with none declared it has no score, and its config leaves the race (judged on the
@@ -122,7 +125,8 @@ def decide(results: Sequence[RunResult], state: RaceState, spec: RaceSpec) -> St
     """The next step of a race, from every run result so far (any order) and the current state."""
     if state.phase == "done":
         return Step(state, [], [])
-    state, records = _drop_failing(results, state, spec)
+    # failures of the confirmation do not take a config out of the race: they end its confirmation (_confirm_step)
+    state, records = _drop_failing(results, state, spec) if state.phase == "race" else (state, [])
     live = live_configs(spec, state)
     if not live:
         done = replace(state, phase="done", stop_reason="no config left (all failed)")
@@ -137,11 +141,18 @@ def decide(results: Sequence[RunResult], state: RaceState, spec: RaceSpec) -> St
 
 # --- bookkeeping ---------------------------------------------------------------------------------
 
-def _drop_failing(results, state: RaceState, spec: RaceSpec) -> tuple[RaceState, list[dict]]:
+def _failures(results, phase: str) -> dict[str, int]:
+    """{config: failed runs} in one phase (race or confirm)."""
     failures: dict[str, int] = {}
     for r in results:
-        if r.state == "failed":
+        if r.state == "failed" and r.phase == phase:
             failures[r.config] = failures.get(r.config, 0) + 1
+    return failures
+
+
+def _drop_failing(results, state: RaceState, spec: RaceSpec) -> tuple[RaceState, list[dict]]:
+    """Live configs with max_failures failed race runs leave the race."""
+    failures = _failures(results, "race")
     records, dropped = [], dict(state.dropped)
     for config in live_configs(spec, state):
         if failures.get(config, 0) >= spec.settings.max_failures:
@@ -376,9 +387,13 @@ def _stop_record(state: RaceState, results=()) -> dict:
 # --- confirmation and the final verdict ------------------------------------------------------------
 
 def _confirm_step(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> Step:
-    if state.winner in state.dropped:  # the winner kept failing: no confirmation possible
+    """Fresh seeds for the confirming configs until each has confirm_seeds or max_failures failed confirmation
+    runs: then its confirmation ends, and the race's verdict on it stands (judged on the runs that finished)."""
+    if state.winner in state.dropped:  # a log of the old rule (confirmation failures dropped the winner)
         return _final(results, state, spec, records)
-    confirming = [c for c in _confirming(state.winner, spec) if c not in state.dropped]
+    failures = _failures(results, "confirm")
+    confirming = [c for c in _confirming(state.winner, spec)
+                  if c not in state.dropped and failures.get(c, 0) < spec.settings.max_failures]
     missing = _missing_runs(results, confirming, spec.settings.confirm_seeds, "confirm", state.confirm_from)
     if missing:
         return Step(state, records, missing)
@@ -408,6 +423,7 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
     if not summaries:
         return Step(replace(state, phase="done"), records, [])
     confirm = _summaries(results, [state.winner], ("confirm",))[state.winner]
+    confirm_failures = _failures(results, "confirm")
     rows = assess(summaries, spec, state.round, "final", futile=len(state.futile),
                   claim_alpha=_claim_level(state, spec), results=results)
     for row in rows:
@@ -417,6 +433,8 @@ def _final(results, state: RaceState, spec: RaceSpec, records: list[dict]) -> St
             if row["p_anchor"] is not None else None
         if row["winner"] and confirm.n:
             row["confirm_n"], row["confirm_mean"] = confirm.n, confirm.mean
+        if row["config"] in confirm_failures:  # the confirmation ended short of confirm_seeds (or was retried)
+            row["confirm_failed"] = confirm_failures[row["config"]]
         if row["baseline"]:
             row["action"] = "baseline"
         elif row["verdict_baseline"] is None:

@@ -26,7 +26,9 @@ class RaceSettings:
     budget_gpu_hours: Optional[float]  # stop before a round that would exceed it (None: no budget)
     confirm_seeds: int  # fresh seeds for the winner after the race (0: no confirmation)
     first_seed: int  # seeds are first_seed, first_seed + 1, ...
-    max_failures: int  # failed runs after which a config leaves the race
+    # failed race runs after which a config leaves the race; as many failed confirmation runs end its confirmation
+    # (the race's verdict stands): counted per phase
+    max_failures: int
     # stop seeding a config (neither the best nor the baseline) whose one-sided upper bound (at
     # eliminate_alpha) of its gain over the baseline is below this many points; None or 0: off
     futility_effect: Optional[float] = None

@@ -20,7 +20,7 @@ from opsd_sweep.race.log import RaceLog
 
 LOG_NAME = "race.jsonl"
 FINAL_COLUMNS = ["config", "n", "mean", "ci_low", "ci_high", "delta_baseline", "p_baseline", "delta_anchor",
-                 "p_anchor", "anchor", "action", "winner", "baseline", "confirm_n", "confirm_mean"]
+                 "p_anchor", "anchor", "action", "winner", "baseline", "confirm_n", "confirm_mean", "confirm_failed"]
 ELIMINATION_COLUMNS = ["config", "round", "action", "n", "mean", "delta_best", "p_best", "reason"]
 TIMELINE_COLUMNS = ["round", "config", "n", "mean", "ci_low", "ci_high", "action", "baseline"]
 
@@ -124,7 +124,7 @@ def final_table(decisions: list[dict], metric: str) -> pd.DataFrame:
                          "delta_anchor": d.get("delta_anchor"), "p_anchor": d.get("p_anchor"),
                          "anchor": d.get("anchor"), "action": d["action"], "winner": bool(d.get("winner")),
                          "baseline": bool(d.get("baseline")), "confirm_n": d.get("confirm_n"),
-                         "confirm_mean": d.get("confirm_mean")})
+                         "confirm_mean": d.get("confirm_mean"), "confirm_failed": d.get("confirm_failed")})
     table = pd.DataFrame(rows, columns=FINAL_COLUMNS)
     return table.sort_values(["winner", "mean"], ascending=False, kind="stable").reset_index(drop=True)
 
@@ -203,6 +203,20 @@ def declared_baseline_labels(races: list[Race], runs: pd.DataFrame) -> list[str]
     return labels_of_dirs(frozenset().union(*(race.baseline_dirs for race in races)), runs)
 
 
+def confirmation_words(row: pd.Series, planned: int | None) -> str:
+    """' (confirmation: ...)' of the winner's final row: its fresh seeds and mean, and when failed runs ended it
+    short of the planned seeds (max_failures failed confirmation runs), how many failed; '' with neither."""
+    failed = int(row["confirm_failed"]) if pd.notna(row["confirm_failed"]) else 0
+    n = int(row["confirm_n"]) if pd.notna(row["confirm_n"]) else 0
+    if not n and not failed:
+        return ""
+    seeds = f"{n} of {planned} fresh seeds" if failed and planned else f"{n} fresh seeds"
+    ended = f", ended after {failed} failed runs" if failed and planned and n < planned else \
+        f", {failed} failed runs retried" if failed else ""
+    mean = f", mean {row['confirm_mean']:.2f}" if n else ""
+    return f" (confirmation: {seeds}{ended}{mean})"
+
+
 def outcome_line(race: Race) -> str:
     """One line on how the race ended, for the console."""
     t = race.totals
@@ -217,8 +231,7 @@ def outcome_line(race: Race) -> str:
     winner = race.final[race.final["winner"]]
     if not winner.empty:
         row = winner.iloc[0]
-        if pd.notna(row["confirm_n"]):
-            text += f" (confirmation: {int(row['confirm_n'])} fresh seeds, mean {row['confirm_mean']:.2f})"
+        text += confirmation_words(row, (race.header.get("settings") or {}).get("confirm_seeds"))
         text += f", final verdict: {row['action']}"
     elif not race.finished:
         text += " (confirmation still running)"
