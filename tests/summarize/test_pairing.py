@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -93,3 +95,16 @@ def test_an_unknown_pairing_is_refused_naming_the_choices():
         load_settings({"pairing": "by-seed"})
     with pytest.raises(SystemExit):
         main(["--pairing", "by-seed"])
+
+
+def test_declared_pairing_says_the_cost_optimal_k_is_an_unpaired_one(sweep, tmp_path):
+    """The fixture's runs record GPU-hours per phase (4 of training, 1 of eval at K = 48): the seeds advice states
+    a cost-optimal K, priced on the unpaired variance; under --pairing seed the report says so."""
+    summarise(sweep, tmp_path / "paired", "--pairing", "seed")
+    summarise(sweep, tmp_path / "unpaired")
+    paired, unpaired = ((tmp_path / d / "summary.md").read_text() for d in ("paired", "unpaired"))
+    optimum = re.search(r"most precision per GPU-hour comes at K ≈ (\d+) samples per problem", paired)
+    assert optimum, paired
+    assert (f"The K ≈ {optimum.group(1)} samples per problem of the seeds advice, like eval.n_samples=auto's "
+            "choice, is the optimum of unpaired comparisons") in paired
+    assert "is the optimum of unpaired comparisons" not in unpaired

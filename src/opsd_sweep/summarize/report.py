@@ -279,7 +279,20 @@ def pairing_statements(analysis: Analysis, s: SummarySettings) -> list[str]:
                    f"{s.target_effect:g} points with {s.power:.0%} power at α = {s.alpha} needs "
                    f"**{_seeds(paired) if paired else 'more than 10000'} seeds per config paired** against "
                    f"{_seeds(unpaired) if unpaired else 'more than 10000'} unpaired (each arm).")
+    if k_optimal_said(analysis):
+        out.append(f"The K ≈ {analysis.power['k_optimal']:.0f} samples per problem of the seeds advice, like "
+                   "eval.n_samples=auto's choice, is the optimum of unpaired comparisons. Paired by seed, the part of "
+                   "the training-seed noise that the arms share cancels, so a paired Δ's optimum is larger, by "
+                   "1 / sqrt(1 - the correlation of the arms' training-seed parts); what the smaller K costs: "
+                   "docs/statistics.md.")
     return out
+
+
+def k_optimal_said(analysis: Analysis) -> bool:
+    """Whether the seeds advice states a cost-optimal K (power_statements: a noise split and GPU-hours per phase)."""
+    p = analysis.power
+    return ("seeds_larger_k" in p and advice_runs_split(analysis) and "train_gpu_h" in p
+            and p.get("k_optimal") is not None)
 
 
 POOL_KIND_WORDS = {"external": "external", "simulated": "simulated", "base_model": "untrained base-model",
