@@ -12,7 +12,7 @@ from opsd_sweep.config import ConfigError, load_run_config
 from opsd_sweep.confirm import __main__ as confirm_cli
 from opsd_sweep.race import RaceSettings, RaceSpec
 from opsd_sweep.summarize.settings import load_settings
-from tests.conftest import compose
+from tests.conftest import compose, run_sweep
 from tests.race.test_policy import SETTINGS as RACE_SETTINGS
 
 LAST_SEED = 2**32 - 1  # numpy.random.seed and torch.manual_seed refuse anything above
@@ -35,6 +35,28 @@ def test_a_seed_numpy_and_torch_refuse_is_refused_with_the_range(seed):
 @pytest.mark.parametrize("seed", [0, LAST_SEED])
 def test_the_ends_of_the_seed_range_run(seed):
     assert load_run_config(compose([f"seed={seed}"])).seed == seed
+
+
+@pytest.mark.parametrize("seed", [-1, LAST_SEED + 1])
+def test_the_tiny_worlds_seed_is_held_to_the_run_seeds_range_with_the_same_message(seed):
+    """tiny.seed seeds the tiny world's data split, model init and warm start (torch.manual_seed): unchecked, -1
+    built a world before anything said no."""
+    message = refusal(["profile=tiny", f"tiny.seed={seed}"])
+    assert f"tiny.seed={seed} must be in [0, {LAST_SEED}] (numpy's and torch's seed range), e.g. tiny.seed=" in message
+
+
+@pytest.mark.parametrize("seed", [0, LAST_SEED])
+def test_the_ends_of_the_seed_range_build_a_tiny_world(seed):
+    assert load_run_config(compose(["profile=tiny", f"tiny.seed={seed}"])).tiny.seed == seed
+
+
+def test_a_bad_tiny_seed_is_refused_by_the_cli_before_any_world_is_built(tmp_path):
+    results, cache = tmp_path / "results", tmp_path / "cache"
+    proc = run_sweep(["profile=tiny", "tiny.seed=-1"], results, cache, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert f"tiny.seed=-1 must be in [0, {LAST_SEED}]" in output and "Nothing was run or written." in output
+    assert "Traceback" not in output and not results.exists() and not cache.exists()
 
 
 @pytest.mark.parametrize("key", ["eval.max_problems", "data.max_problems"])
@@ -137,4 +159,4 @@ def test_confirm_help_says_what_leaving_seeds_out_means(capsys):
     with pytest.raises(SystemExit):
         confirm_cli.parse_args(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "fresh seeds per arm, at least 2 (left out: the summary's seeds advice, refused above 24, else 3)" in shown
+    assert "fresh seeds per arm, at least 2 (left out: the seeds advice for the paired test, refused above 24, else 3)" in shown

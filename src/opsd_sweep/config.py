@@ -401,8 +401,9 @@ def validate(run: RunConfig) -> list[str]:
         value = get_dotted(run, key)
         need(value in allowed, f"{key}={value!r} is not one of {list(allowed)}")
     need(run.learning_rate > 0, f"learning_rate={run.learning_rate} must be > 0 (e.g. learning_rate=5e-6)")
-    need(SEED_RANGE[0] <= run.seed <= SEED_RANGE[1],
-         f"seed={run.seed} must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}] (numpy's and torch's seed range), e.g. seed=1")
+    problems.extend(seed_problems("seed", run.seed, example=1))
+    if run.tiny is not None:  # seeds the tiny world's split, model init and warm start, before the run starts
+        problems.extend(seed_problems("tiny.seed", run.tiny.seed, example=0))
     for key, limit in (("data.max_problems", run.data.max_problems), ("eval.max_problems", run.eval.max_problems)):
         need(limit is None or limit >= 1, f"{key}={limit} must be >= 1 (the first N problems) or null (all of them); "
                                           f"e.g. {key}=8 or {key}=null")
@@ -497,6 +498,14 @@ def validate(run: RunConfig) -> list[str]:
         need(sm.train_gpu_hours is None or sm.train_gpu_hours > 0,
              f"simulate.train_gpu_hours={sm.train_gpu_hours} must be > 0 (e.g. 0.15: 9 GPU-minutes) or null")
     return problems
+
+
+def seed_problems(key: str, seed: int, example: int) -> list[str]:
+    """A seed numpy and torch take: in SEED_RANGE (outside it they fail inside the run, after its dir exists)."""
+    if SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        return []
+    return [f"{key}={seed} must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}] (numpy's and torch's seed range), "
+            f"e.g. {key}={example}"]
 
 
 def _check_strategy(run: RunConfig) -> list[str]:
