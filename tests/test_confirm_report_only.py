@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.rundirs import draw_correct, write_run
 from opsd_sweep.confirm import __main__ as confirm_cli
-from opsd_sweep.confirm import plan, report
+from opsd_sweep.confirm import report, seeds
 from opsd_sweep.confirm.verdict import CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED
 
 
@@ -69,8 +69,8 @@ def test_a_seeds_advice_above_the_cap_is_refused_before_any_run(tmp_path, capsys
         # test by reporting 2 x hundreds of planned runs instead of launching them
         confirm_cli.main([str(group), "--baseline", "lr=5e-06", "--report-only"])
     message = str(refused.value)
-    advised = int(message.split("the summary's seeds advice is ")[1].split()[0])
-    assert advised > plan.MAX_ADVISED_SEEDS, message
-    assert f"more than the {plan.MAX_ADVISED_SEEDS}" in message and "--seeds N" in message
+    advised = int(message.split("the paired seeds advice is ")[1].split()[0])
+    assert advised > seeds.MAX_ADVISED_SEEDS, message
+    assert f"more than the {seeds.MAX_ADVISED_SEEDS}" in message and "--seeds N" in message
     assert "[confirm] fresh seeds" not in capsys.readouterr().out  # refused while planning the seeds
     assert not (tmp_path / "default-confirm").exists() and not (group / "confirm.json").exists()

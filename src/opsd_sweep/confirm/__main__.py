@@ -4,10 +4,10 @@ confirmation of a sweep's chosen config.
 Takes the config the sweep chose (--config, else the winner a race in the folder declared, else the best mean
 among the configs that are not the baseline; refused without --config when the folder's races declare different
 winners or a race declared its baseline the winner: nothing beat it) and the in-sweep baseline (--baseline,
-auto as the summary), runs fresh seeds of both (above every seed the sweep used; --seeds, default the summary's seeds advice, refused when
-it is larger than confirm launches unasked, else 3) through the sweep machinery, each run scored on the
-sweep's tuning benchmark and on a locked one (--locked, default eval=aime25), and writes confirm.md and
-confirm.json to RESULTS_DIR: config - baseline paired by seed with its interval per benchmark, the sweep's own
+auto as the summary), runs fresh seeds of both (above every seed the sweep used; --seeds, default the seeds advice
+for the paired test (seeds.py), refused when it is larger than confirm launches unasked, else 3) through the sweep
+machinery, each run scored on the sweep's tuning benchmark and on a locked one (--locked, default eval=aime25),
+and writes confirm.md and confirm.json to RESULTS_DIR: config - baseline paired by seed with its interval per benchmark, the sweep's own
 (selected, optimistic) estimate, and one verdict line. A benchmark the sweep already evaluated is named as not
 locked. Overrides after `--` go to every run's Hydra command (e.g. hydra/launcher=slurm_4gpu). A rerun of the
 same command skips finished runs and resumes the rest. --report-only runs nothing and reports what finished;
@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from opsd_sweep.confirm import looks, plan, report
+from opsd_sweep.confirm import looks, plan, report, seeds as seeds_advice
 from opsd_sweep.confirm.verdict import paired_difference, verdict, verdict_line
 from opsd_sweep.summarize.collect import collect
 from opsd_sweep.summarize.config_stats import analyse
@@ -48,8 +48,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         "baseline; needed when races disagree on the winner or a race's baseline won)")
     parser.add_argument("--baseline", default="auto", help="the in-sweep baseline, as the summary's --baseline "
                         "(default auto: the untrained base model)")
-    parser.add_argument("--seeds", type=int, help="fresh seeds per arm, at least 2 (left out: the summary's seeds "
-                        f"advice, refused above {plan.MAX_ADVISED_SEEDS}, else 3)")
+    parser.add_argument("--seeds", type=int, help="fresh seeds per arm, at least 2 (left out: the seeds advice for "
+                        f"the paired test, refused above {seeds_advice.MAX_ADVISED_SEEDS}, else 3)")
     parser.add_argument("--locked", default="eval=aime25", help="overrides naming the locked benchmark: an eval "
                         "group, e.g. 'eval=aime25' (its dataset; the sweep's sampling protocol stays)")
     parser.add_argument("--metric", help="score column, as the summary's --metric (default conf/summary.yaml)")
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args, passthrough = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return confirm(args, passthrough)
-    except (plan.ConfirmError, ValueError) as err:
+    except (plan.ConfirmError, ValueError) as err:  # SeedsAdviceError is a ValueError
         raise SystemExit(f"confirm: {err}") from None
 
 
@@ -89,8 +89,9 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     print(f"[confirm] config {chosen!r} ({chosen_how}) vs baseline {baseline!r} ({analysis.baseline_how})")
     arms = {role: plan.make_arm(role, label, analysis) for role, label in (("config", chosen), ("baseline", baseline))}
     plan.check_real_runs(arms)
+    advice = seeds_advice.advise(analysis, chosen, settings.metric, settings.level)
     count, seeds_how = ((args.seeds, "declared with --seeds") if args.seeds is not None
-                        else plan.default_seed_count(analysis))
+                        else seeds_advice.default_seed_count(advice))
     largest = plan.largest_seed(collection)
     seeds = plan.fresh_seeds(largest, count)
 
@@ -168,6 +169,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
               "plan": {"results_dir": str(results_dir), "config": chosen, "baseline": baseline,
                        "chosen_how": chosen_how,
                        "baseline_how": analysis.baseline_how, "seeds": seeds, "seeds_how": seeds_how,
+                       "seeds_advice": advice.as_dict() if advice else None,
                        "largest_sweep_seed": largest, "folders": folders, "failed_launches": failed,
                        "passthrough": passthrough},
               "locked": {"overrides": args.locked, "name": locked_name, "identity": plan.identity(locked),

@@ -172,30 +172,6 @@ def fresh_seeds(largest: int, count: int) -> list[int]:
     return list(range(largest + 1, largest + 1 + count))
 
 
-# the most seeds per arm confirm takes from the advice unasked: 2 x 24 full training runs is already a large GPU
-# bill, and the advice (unpaired, for the summary's target effect) can reach 10,000; more must be declared
-MAX_ADVISED_SEEDS = 24
-
-
-def default_seed_count(analysis: Analysis, fallback: int = 3) -> tuple[int, str]:
-    """Seeds per arm: the summary's seeds-needed advice against the in-sweep baseline, else `fallback`. Refused
-    (ConfirmError, before any run) when the advice exceeds MAX_ADVISED_SEEDS or no count reaches its power."""
-    power = analysis.power or {}
-    seeds = power.get("seeds")
-    if power.get("reference") == "baseline" and power.get("sd") is not None and (seeds is None
-                                                                                 or seeds > MAX_ADVISED_SEEDS):
-        advised = f"{int(seeds)} seeds per arm" if seeds else "more than 10000 seeds per arm"
-        raise ConfirmError(f"the summary's seeds advice is {advised} (+{power['target_effect']:g} points at "
-                           f"{power['power']:.0%} power, {power['sd_source']} {power['sd']:.2f}; planned for an "
-                           f"unpaired test, while confirm's is paired), more than the {MAX_ADVISED_SEEDS} confirm "
-                           "launches unasked; declare the count with --seeds N (e.g. --seeds 8; a rerun with more "
-                           "seeds reuses the finished ones)")
-    if power.get("reference") == "baseline" and seeds:
-        return int(seeds), (f"the summary's power advice: {int(seeds)} seeds per arm for +{power['target_effect']:g} "
-                            f"points at {power['power']:.0%} power ({power['sd_source']} {power['sd']:.2f})")
-    return fallback, f"{fallback} (the default: the summary gives no seeds advice against the in-sweep baseline)"
-
-
 # --- the benchmarks ------------------------------------------------------------------------------
 
 def compose_eval(overrides: list[str]) -> dict:
