@@ -10,10 +10,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from hydra.errors import CompactHydraException
-from hydra.types import HydraContext
+from hydra.experimental.callback import Callback
+from hydra.core.config_loader import ConfigLoader
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from opsd_sweep.config import RunConfig, inert_twin_problems, load_run_config
@@ -74,7 +77,8 @@ def prepare_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
         if setting_problems:
             raise SweepConfigError("\n".join(["the sweep was not started:", *(f"* {p}" for p in setting_problems),
                                               NOTHING_DONE]))
-        jobs = plan_jobs(launcher.hydra_context, launcher.config, job_overrides, initial_job_idx, hooks, job_id)
+        jobs = plan_jobs(launcher.hydra_context.config_loader, launcher.config, job_overrides, initial_job_idx, hooks,
+                         job_id)
     except SweepConfigError:
         remove_rejected_sweep_dir(sweep_dir, Path(str(launcher.config.get("results_root", "."))))
         raise
@@ -101,7 +105,7 @@ def remove_empty_folders(start: Path) -> None:
         folder = folder.parent
 
 
-def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],
+def plan_jobs(config_loader: ConfigLoader, config: DictConfig, job_overrides: Sequence[Sequence[str]],
               initial_job_idx: int, hooks: ModuleType | None, job_id: str) -> list[PlannedJob]:
     """Compose every job (Hydra's launch contract: load_sweep_config, job.id, job.num) and check it with
     the hooks; raise one SweepConfigError naming every invalid job."""
@@ -110,11 +114,13 @@ def plan_jobs(hydra_context: HydraContext, config: DictConfig, job_overrides: Se
     for offset, overrides in enumerate(job_overrides):
         num = initial_job_idx + offset
         try:
-            cfg = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+            cfg = config_loader.load_sweep_config(config, list(overrides))
             with open_dict(cfg):
                 cfg.hydra.job.id = job_id.format(num=num)
                 cfg.hydra.job.num = num
-            job = PlannedJob(num, list(overrides), cfg, int(cfg.hydra.launcher.gpus_per_job))
+            # a launcher without GPU slots (hydra/launcher=basic) has no gpus_per_job: its jobs take none of ours
+            job = PlannedJob(num, list(overrides), cfg, int(OmegaConf.select(cfg, "hydra.launcher.gpus_per_job",
+                                                                             default=0)))
             HydraConfig.instance().set_config(cfg)  # the hooks see the job's HydraConfig, as the job will
             run = hooks.validate_job(job.task_config()) if hooks is not None else None
         except Exception as err:  # gather every problem, then report them together
@@ -167,3 +173,45 @@ def check_gpu_capacity(jobs: list[PlannedJob], capacity: int, where: str, fix: s
             too_big.setdefault(f"gpus_per_job={job.gpus} must be >= 0", []).append(job.label)
     if too_big:
         raise SweepConfigError(describe_problems(too_big, len(jobs)))
+
+
+# --- the same check for launchers that do not run it themselves ---
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+SELF_CHECKING_LAUNCHERS = ("hydra_plugins.opsd_local_gpus.local_launcher.LocalGpusLauncher",  # prepare_sweep
+                           "hydra_plugins.opsd_local_gpus.slurm_launcher.OpsdSlurmLauncher")
+
+
+class GridCheck(Callback):
+    """`hydra.callbacks.grid_check` (conf/config.yaml): plan_jobs' check of the whole grid, before the sweeper
+    starts any job, for a launcher that does not check it itself (hydra/launcher=basic, submitit's own). Such a
+    launcher would run the grid's valid jobs first and stop at the first bad one, or run one run twice under two
+    spellings (learning_rate=1e-2,0.01). Only Hydra's basic sweeper's grid is known before it starts; other
+    sweepers (the race) choose their jobs as they go and leave the check to the launcher."""
+
+    def __init__(self, hooks: str) -> None:
+        self.hooks = hooks  # the module with validate_job (as hydra.launcher.hooks of our launchers)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if (config.hydra.launcher.get("_target_") in SELF_CHECKING_LAUNCHERS
+                or config.hydra.sweeper.get("_target_") != BASIC_SWEEPER):
+            return
+        config_loader = GlobalHydra.instance().config_loader()
+        try:
+            plan_jobs(config_loader, config, basic_sweep_jobs(config, config_loader), 0,
+                      importlib.import_module(self.hooks), job_id="{num}")
+        except SweepConfigError as err:  # Hydra turns a callback's Exception into a warning and goes on: exit
+            raise SystemExit(f"{err}\n{NOTHING_DONE}") from None
+        finally:
+            HydraConfig.instance().set_config(config)  # plan_jobs left the last job's config there
+
+
+def basic_sweep_jobs(config: DictConfig, config_loader: ConfigLoader) -> list[list[str]]:
+    """Every job's overrides as Hydra's basic sweeper will expand them (its params, then the command line), in
+    its order, whatever its max_batch_size: the whole grid."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    params = [f"{key}={value}" for key, value in (config.hydra.sweeper.get("params") or {}).items()]
+    arguments = params + list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
+    overrides = OverridesParser.create(config_loader=config_loader).parse_overrides(arguments)
+    return BasicSweeper.split_arguments(overrides, max_batch_size=None)[0]
