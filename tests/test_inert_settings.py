@@ -1,13 +1,18 @@
 """Settings that change nothing are refused where they would mislead, before any compute: a grid over a setting
-the chosen loss ignores (clip under loss.clip_mode=none), and a config group chosen on the command line that the
-profile then replaces by value (profile=tiny eval=aime24)."""
+the chosen loss ignores (clip under loss.clip_mode=none), a top-k as large as the model's vocabulary (the full
+distribution, as loss_top_k=null), and a config group chosen on the command line that the profile then replaces by
+value (profile=tiny eval=aime24)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from opsd_sweep.config import inert_settings, inert_twin_problems, load_run_config, overridden_choices
+import pytest
+
+from opsd_sweep.config import ConfigError, load_run_config, overridden_choices
+from opsd_sweep.inert import inert_settings, inert_twin_problems
+from opsd_sweep.tiny import build_tokenizer, make_datasets, tokenizer_corpus
 from tests.conftest import REPO, compose, run_sweep
 
 
@@ -46,9 +51,56 @@ def test_a_grid_over_save_steps_is_one_config_when_only_the_last_checkpoint_is_s
     assert inert_twin_problems(runs(*[point + ["eval.checkpoints=all"] for point in grid])) == {}
 
 
+def tiny_vocabulary() -> int:
+    """The tiny world's vocabulary, from its tokenizer as the world's build trains it (far below tiny.vocab_size,
+    the BPE trainer's upper bound)."""
+    cfg = load_run_config(compose(["profile=tiny"])).tiny
+    train, held_out = make_datasets(cfg.n_train, cfg.n_eval, cfg.seed)
+    vocab = len(build_tokenizer(tokenizer_corpus(train + held_out, cfg.warm_start), cfg.vocab_size))
+    assert vocab < cfg.vocab_size
+    return vocab
+
+
+def test_a_top_k_as_large_as_the_vocabulary_is_the_full_distribution_so_a_grid_with_null_is_one_config(tmp_path):
+    vocab, unbuilt = tiny_vocabulary(), f"cache_dir={tmp_path}"  # no world on disk: nothing built to find it
+    problems = inert_twin_problems(runs(["profile=tiny", unbuilt, "loss_top_k=null"],
+                                        ["profile=tiny", unbuilt, f"loss_top_k={vocab}"]))
+    assert len(problems) == 1, problems
+    message = next(iter(problems))
+    for text in (f"loss_top_k={vocab},null would be 2 configs that are one", f"{vocab} tokens", "full distribution",
+                 "loss_top_k=null", f"below {vocab}"):
+        assert text in message, message
+    assert not (tmp_path / "tiny").exists()
+    # one below the vocabulary keeps a top-k: a real config of its own
+    assert inert_twin_problems(runs(["profile=tiny", unbuilt, "loss_top_k=null"],
+                                    ["profile=tiny", unbuilt, f"loss_top_k={vocab - 1}"])) == {}
+
+
+def test_a_top_k_above_the_tiny_vocabulary_is_refused_before_the_world_is_built(tmp_path):
+    vocab = tiny_vocabulary()
+    cfg = compose(["profile=tiny", f"cache_dir={tmp_path}", f"loss_top_k={vocab + 1}"])
+    from opsd_sweep.cycle import load_cycle_config
+
+    with pytest.raises(ConfigError) as err:
+        load_cycle_config(cfg)
+    assert f"loss_top_k={vocab + 1} exceeds the vocabulary" in str(err.value) and f"({vocab} tokens)" in str(err.value)
+    assert not (tmp_path / "tiny").exists()
+
+
+def test_the_cli_refuses_a_top_k_grid_that_is_one_config_before_any_compute(tmp_path):
+    vocab, cache = tiny_vocabulary(), tmp_path / "cache"
+    proc = run_sweep(["-m", "profile=tiny", f"loss_top_k=null,{vocab}", "seed=1", "group=topk1"], tmp_path / "results",
+                     cache, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert "the sweep was not started" in output and f"loss_top_k={vocab},null would be 2 configs" in output
+    assert "Traceback" not in output and not (cache / "tiny").exists()
+    assert not list(tmp_path.rglob("status.json"))
+
+
 def test_a_single_run_with_an_inert_value_runs():
     run = load_run_config(compose(["profile=tiny", "clip=0.5"]))
-    assert run.clip == 0.5 and list(inert_settings(run)) == ["clip", "train.save_steps"]
+    assert run.clip == 0.5 and list(inert_settings(run)) == ["clip", "train.save_steps", "loss_top_k"]
 
 
 def test_the_cli_refuses_a_clip_grid_under_the_tiny_loss_before_any_compute(tmp_path, cache_dir):

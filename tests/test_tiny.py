@@ -15,6 +15,7 @@ from opsd_sweep.tiny import (
     check_numbers_are_single_tokens,
     ensure_tiny_assets,
     make_datasets,
+    tiny_vocab_size,
     tokenizer_corpus,
     worked_solution,
 )
@@ -89,3 +90,14 @@ def test_concurrent_builders_build_once(tmp_path, capsys):
         roots = [f.result() for f in [pool.submit(ensure_tiny_assets, cfg) for _ in range(2)]]
     assert roots[0] == roots[1] and (roots[0] / "model/config.json").exists()
     assert capsys.readouterr().out.count("tiny warm start:") == 1
+
+
+def test_the_vocabulary_known_before_the_build_is_the_built_models(tmp_path):
+    """The pre-flight and the inert-settings check read the tiny model's vocabulary before any world exists: the
+    tokenizer trained alone must give what the build saves (and far less than tiny.vocab_size, its upper bound)."""
+    cfg = quick_world(tmp_path)
+    before = tiny_vocab_size(cfg)
+    assert not (tmp_path / "tiny").exists()  # asking built nothing
+    root = ensure_tiny_assets(cfg)
+    assert json.loads((root / "model" / "config.json").read_text())["vocab_size"] == before < cfg.vocab_size
+    assert tiny_vocab_size(cfg) == before  # now read from the world on disk

@@ -529,45 +529,6 @@ def _check_strategy(run: RunConfig) -> list[str]:
     return problems
 
 
-def inert_settings(run: RunConfig) -> dict[str, str]:
-    """{dotted key: why the run never reads it} for settings its loss ignores. They stay in the run key (runs
-    that exist keep their keys), so a grid over one would compute the same run once per value under different
-    keys: inert_twin_problems refuses that; a single run's fixed inert value harms nobody."""
-    inert = {}
-    if run.loss.clip_mode == "none":  # LossSpec.mode: no clip mode, no clip (train/loss.py)
-        inert["clip"] = ("loss.clip_mode=none (loss=forward_kl, and profile=tiny's loss) never clips, so clip "
-                         "changes nothing; drop the sweep over clip, or choose a loss that uses it (loss=paper_clip "
-                         "or loss=trust_region)")
-    if run.eval.checkpoints == "final":  # the last step is always saved (trainer); the others only resume exactly
-        inert["train.save_steps"] = ("eval.checkpoints=final scores only the last checkpoint, which is saved whatever "
-                                     "train.save_steps is (the others are resume points, and a resumed run "
-                                     "computes what an unbroken one does); drop the sweep over train.save_steps, "
-                                     "or evaluate every checkpoint (eval.checkpoints=all)")
-    return inert
-
-
-def inert_twin_problems(points: list[tuple[str, RunConfig]]) -> dict[str, list[str]]:
-    """{problem: labels of its grid points} for points that differ only in settings their loss ignores
-    (inert_settings): the same computation under several run keys, and a fake comparison in the summary.
-    Points equal in every setting are not counted here (the launcher refuses those as one run)."""
-    twins: dict[str, list[tuple[str, RunConfig]]] = {}
-    for label, run in points:
-        data = to_dict(run)
-        for key in inert_settings(run):
-            *sections, last = key.split(".")
-            functools.reduce(dict.__getitem__, sections, data).pop(last)
-        twins.setdefault(repr(data), []).append((label, run))  # asdict keeps the schema's field order
-    problems: dict[str, list[str]] = {}
-    for same in twins.values():
-        for key, why in inert_settings(same[0][1]).items():  # alike apart from inert keys: the same inert keys
-            values = sorted({get_dotted(run, key) for _, run in same}, key=repr)
-            if len(values) > 1:
-                shown = ",".join("null" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in values)
-                problems.setdefault(f"{key}={shown} would be {len(values)} configs that are one: {why}", []).extend(
-                    label for label, _ in same)
-    return problems
-
-
 def is_sample_count(value: Any) -> bool:
     """A declared K: a whole number >= 1 (not a bool, not a float)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1

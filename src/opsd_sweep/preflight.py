@@ -2,7 +2,7 @@
 packages it asks for are installed (vllm for backend=vllm, the tracker of train.report_to), the model,
 data and eval sources exist (locally, or in the hub cache when offline), data files are not empty, and
 loss_top_k fits the model's vocabulary. Reads config files and the first record of each table, never
-weights.
+weights (an unbuilt tiny world's vocabulary: its tokenizer is trained, nothing is written).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from opsd_sweep.backends import vllm_installed
 from opsd_sweep.config import RunConfig, is_local_path
+from opsd_sweep.tiny import tiny_vocab_size
 from opsd_sweep.trackers import missing_tracker_package
 
 
@@ -39,11 +40,22 @@ def preflight_problems(run: RunConfig, train: bool) -> list[str]:
     for section, cfg in tables:
         if not _unbuilt_tiny(cfg.path, tiny):
             problems += _table_problems(section, cfg.path, cfg.split)
-    vocab = (model_config or {}).get("vocab_size")
-    if run.loss_top_k is not None and isinstance(vocab, int) and run.loss_top_k > vocab:
+    vocab = model_vocab_size(run) if run.loss_top_k is not None else None
+    if vocab is not None and run.loss_top_k > vocab:
         problems.append(f"loss_top_k={run.loss_top_k} exceeds the vocabulary of model.path={run.model.path} "
-                        f"({vocab} tokens); set loss_top_k <= {vocab} or null (the full vocabulary)")
+                        f"({vocab} tokens): it would keep the full distribution, as loss_top_k=null does; set "
+                        f"loss_top_k below {vocab} to keep the teacher's top k, or null")
     return problems
+
+
+def model_vocab_size(run: RunConfig) -> int | None:
+    """The size of the model's logits (config.json's vocab_size): the tiny world's from its settings, built or
+    not (tiny.py); else model.path's; None where it cannot be read here (a hub id not cached, online)."""
+    if run.tiny is not None and Path(run.model.path) == Path(run.tiny.dir) / "model":
+        return tiny_vocab_size(run.tiny)
+    problem, config = _model_config(run.model.path)
+    vocab = (config or {}).get("vocab_size") if problem is None else None
+    return vocab if isinstance(vocab, int) else None
 
 
 def _package_problems(run: RunConfig, train: bool) -> list[str]:

@@ -181,10 +181,9 @@ def ensure_tiny_assets(cfg: TinyConfig) -> Path:
     one world: sweeps with different tiny settings at the same time need different cache_dir values.
     """
     root = Path(cfg.dir)
-    settings = json.dumps(asdict(cfg) | {"dir": None, "format": 2}, sort_keys=True)
+    settings = _settings_text(cfg)
     with _file_lock(root.parent / f".{root.name}.lock"):
-        marker = root / "settings.json"
-        if marker.exists() and marker.read_text() == settings:
+        if _is_current(cfg):
             if not (root / "locked.jsonl").exists():  # a world built before the locked set: add it, rebuild nothing
                 write_locked_set(root)
             return root
@@ -198,6 +197,37 @@ def ensure_tiny_assets(cfg: TinyConfig) -> Path:
     return root
 
 
+def _settings_text(cfg: TinyConfig) -> str:
+    """What settings.json holds for a world built with these settings (its dir left out: a world may move)."""
+    return json.dumps(asdict(cfg) | {"dir": None, "format": 2}, sort_keys=True)
+
+
+def _is_current(cfg: TinyConfig) -> bool:
+    marker = Path(cfg.dir) / "settings.json"
+    return marker.exists() and marker.read_text() == _settings_text(cfg)
+
+
+_VOCAB_SIZES: dict[str, int] = {}  # settings -> trained tokenizer's length: a grid asks once per job
+
+
+def tiny_vocab_size(cfg: TinyConfig) -> int:
+    """The vocabulary (the model's vocab_size) of the world these settings build, before it is built: far below
+    tiny.vocab_size, the BPE trainer's upper bound. Read from the world on disk when it was built with these
+    settings; else the tokenizer alone is trained as the build would (under a second, nothing written)."""
+    built = Path(cfg.dir) / "model" / "config.json"
+    if _is_current(cfg) and built.is_file():
+        return json.loads(built.read_text())["vocab_size"]
+    settings = _settings_text(cfg)
+    if settings not in _VOCAB_SIZES:
+        train_rows, eval_rows = make_datasets(cfg.n_train, cfg.n_eval, cfg.seed)
+        _VOCAB_SIZES[settings] = len(_tokenizer(cfg, train_rows + eval_rows))
+    return _VOCAB_SIZES[settings]
+
+
+def _tokenizer(cfg: TinyConfig, rows: list[dict]):
+    return build_tokenizer(tokenizer_corpus(rows, cfg.warm_start), cfg.vocab_size)
+
+
 def _build(cfg: TinyConfig, out: Path) -> None:
     from opsd_sweep.warm_start import reference_probability, warm_start  # torch: only when building
 
@@ -205,7 +235,7 @@ def _build(cfg: TinyConfig, out: Path) -> None:
     for name, rows in (("train.jsonl", train_rows), ("eval.jsonl", eval_rows)):
         atomic_write_text(out / name, "".join(json.dumps(r) + "\n" for r in rows))
     write_locked_set(out)
-    tokenizer = build_tokenizer(tokenizer_corpus(train_rows + eval_rows, cfg.warm_start), cfg.vocab_size)
+    tokenizer = _tokenizer(cfg, train_rows + eval_rows)
     check_numbers_are_single_tokens(tokenizer, train_rows + eval_rows)
     model = build_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     started = time.monotonic()

@@ -19,7 +19,8 @@ from hydra.experimental.callback import Callback
 from hydra.core.config_loader import ConfigLoader
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from opsd_sweep.config import RunConfig, inert_twin_problems, load_run_config
+from opsd_sweep.config import RunConfig, load_run_config
+from opsd_sweep.inert import inert_twin_problems
 
 
 NOTHING_DONE = "Nothing was run or written."  # the last line of a refusal, as python -m opsd_sweep's own
