@@ -22,6 +22,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from opsd_sweep.config import RunConfig, load_run_config
 from opsd_sweep.inert import inert_twin_problems
 
+from .config import LocalGpusConf, OpsdSlurmConf
+
 
 NOTHING_DONE = "Nothing was run or written."  # the last line of a refusal, as python -m opsd_sweep's own
 
@@ -179,8 +181,7 @@ def check_gpu_capacity(jobs: list[PlannedJob], capacity: int, where: str, fix: s
 # --- the same check for launchers that do not run it themselves ---
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
-SELF_CHECKING_LAUNCHERS = ("hydra_plugins.opsd_local_gpus.local_launcher.LocalGpusLauncher",  # prepare_sweep
-                           "hydra_plugins.opsd_local_gpus.slurm_launcher.OpsdSlurmLauncher")
+SELF_CHECKING_LAUNCHERS = (LocalGpusConf._target_, OpsdSlurmConf._target_)  # both start with prepare_sweep
 
 
 class GridCheck(Callback):
