@@ -11,6 +11,7 @@ import pytest
 
 from opsd_sweep.summarize.races import find_race_logs, outcome_line, race_from_records, read_race
 from opsd_sweep.summarize.report import race_section as report_race_section
+from opsd_sweep.race import RaceSettings, RaceSpec, RaceState, RunResult, decide
 from opsd_sweep.race.log import RaceLog
 from opsd_sweep.summary import main
 from tests.conftest import run_sweep
@@ -216,3 +217,68 @@ def test_race_logs_are_found_in_a_root_and_one_folder_below(tmp_path):
     assert found == [tmp_path / "other" / "x" / "race.jsonl", tmp_path / "own" / "group" / "race.jsonl",
                      tmp_path / "own" / "race.jsonl"]
     assert find_race_logs([str(tmp_path / "missing")]) == []
+
+
+# --- a confirmation ended by failed runs, in summary.md as on the console ----------------------------
+
+CONFIRM_SETTINGS = dict(min_seeds=3, max_seeds=8, seeds_per_round=1, alpha=0.05, stop_alpha=0.02, eliminate_alpha=0.05,
+                        anchor_alpha=0.01, target_half_width=0.0, budget_gpu_hours=None, confirm_seeds=2,
+                        first_seed=1, max_failures=2)
+CONFIRM_RACE = {"base": {1: 50.0, 2: 51.0, 3: 50.5}, "a": {1: 40.0, 2: 41.0, 3: 40.5}, "b": {1: 60.0, 2: 61.0, 3: 62.0}}
+
+
+def race_log_of_decide(confirm_runs: list[RunResult], pairing: str | None = None) -> list[dict]:
+    """The records a race logs, made by policy.decide: b wins the race, then these confirmation runs finish it."""
+    settings = dict(CONFIRM_SETTINGS, pairing=pairing) if pairing else CONFIRM_SETTINGS
+    spec = RaceSpec(("base", "a", "b"), "base", None, RaceSettings(**settings))
+    results = [RunResult(c, seed, "race", "done", score, 1.0) for c, runs in CONFIRM_RACE.items()
+               for seed, score in runs.items()]
+    first = decide(results, RaceState(), spec)
+    assert first.state.phase == "confirm" and first.state.winner == "b", first.state
+    last = decide(results + confirm_runs, first.state, spec)
+    assert last.state.phase == "done", last.state
+    records = [{"type": "race", "configs": list(spec.configs), "baseline": "base", "metric": "avg_at_n",
+                "anchor": None, "settings": settings}]
+    records += [r.to_record() for r in results + confirm_runs]
+    return records + first.records + [{"type": "stop", "round": first.state.round, "reason": first.state.stop_reason,
+                                       "winner": "b"}] + last.records + [{"type": "state", "phase": "done"}]
+
+
+def test_summary_md_says_the_winners_confirmation_ended_after_failed_runs_as_the_console_does(tmp_path):
+    confirm = [RunResult("b", 4, "confirm", "failed", error="OOM"), RunResult("b", 5, "confirm", "done", 61.5, 1.0),
+               RunResult("b", 6, "confirm", "failed", error="OOM")]
+    race = race_from_records(tmp_path / "race.jsonl", race_log_of_decide(confirm))
+    said = "1 of 2 fresh seeds, ended after 2 failed runs"
+    assert f"confirmation: {said}, mean 61.50" in outcome_line(race)
+    section = "\n".join(report_race_section(race, None))
+    assert f"Confirmation on {said}: mean 61.50" in section
+    assert table_rows(section, "config", "n")["b"][10] == f"{said}, mean 61.50"
+
+
+def test_summary_md_says_when_every_confirmation_run_failed(tmp_path):
+    confirm = [RunResult("b", 4, "confirm", "failed", error="OOM"), RunResult("b", 5, "confirm", "failed", error="OOM")]
+    race = race_from_records(tmp_path / "race.jsonl", race_log_of_decide(confirm))
+    section = "\n".join(report_race_section(race, None))
+    assert "Confirmation on 0 of 2 fresh seeds, ended after 2 failed runs: no unbiased score" in section
+    assert table_rows(section, "config", "n")["b"][10] == "0 of 2 fresh seeds, ended after 2 failed runs"
+
+
+def test_summary_md_says_the_paired_baselines_confirmation_ended_after_failed_runs(tmp_path):
+    """Under pairing=seed the baseline runs the confirmation seeds too; its failures end its own confirmation."""
+    confirm = [RunResult("b", 4, "confirm", "done", 61.5, 1.0), RunResult("b", 5, "confirm", "done", 62.5, 1.0),
+               RunResult("base", 4, "confirm", "done", 50.5, 1.0),
+               RunResult("base", 5, "confirm", "failed", error="OOM"),
+               RunResult("base", 6, "confirm", "failed", error="OOM")]
+    race = race_from_records(tmp_path / "race.jsonl", race_log_of_decide(confirm, pairing="seed"))
+    rows = table_rows("\n".join(report_race_section(race, None)), "config", "n")
+    assert rows["base"][10] == "1 of 2 fresh seeds, ended after 2 failed runs"
+    assert rows["b"][10] == "2 fresh seeds, mean 62.00"
+
+
+def test_failed_confirmation_runs_that_were_replaced_are_counted_as_retried(tmp_path):
+    confirm = [RunResult("b", 4, "confirm", "failed", error="OOM"), RunResult("b", 5, "confirm", "done", 61.5, 1.0),
+               RunResult("b", 6, "confirm", "done", 62.5, 1.0)]
+    race = race_from_records(tmp_path / "race.jsonl", race_log_of_decide(confirm))
+    section = "\n".join(report_race_section(race, None))
+    assert "Confirmation on 2 of 2 fresh seeds, 1 failed runs retried: mean 62.00" in section
+    assert "confirmation: 2 of 2 fresh seeds, 1 failed runs retried, mean 62.00" in outcome_line(race)

@@ -40,6 +40,7 @@ class Race:
     totals: dict  # runs, done, collapsed, failed, confirm_runs, gpu_hours, by_config, simulated, grid_runs
     baseline_dirs: frozenset[str]  # resolved run dirs of the declared in-sweep baseline's runs
     run_dirs: dict[str, list[str]] = field(default_factory=dict)  # config -> its runs' dirs (collapse lines)
+    confirm_finished: dict[str, int] = field(default_factory=dict)  # config -> its confirmation runs not failed
 
     @property
     def finished(self) -> bool:
@@ -83,7 +84,7 @@ def race_from_records(path: Path, records: list[dict], simulated_dirs: frozenset
                 baseline_dirs=frozenset(str(Path(r["run_dir"]).resolve()) for r in records
                                         if r.get("type") == "run" and r.get("run_dir")
                                         and r["config"] == headers[0].get("baseline")),
-                run_dirs=_run_dirs(records))
+                run_dirs=_run_dirs(records), confirm_finished=_confirm_finished(records))
 
 
 def _run_dirs(records: list[dict]) -> dict[str, list[str]]:
@@ -91,6 +92,16 @@ def _run_dirs(records: list[dict]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for (config, _, _), record in runs.items():
         out.setdefault(config, []).append(record["run_dir"])
+    return out
+
+
+def _confirm_finished(records: list[dict]) -> dict[str, int]:
+    """{config: confirmation runs that did not fail}, the last record of each run counting."""
+    runs = {(r["config"], r["seed"], r["phase"]): r for r in records if r.get("type") == "run"}
+    out: dict[str, int] = {}
+    for (config, _, phase), record in runs.items():
+        if phase == "confirm" and record["state"] != "failed":
+            out[config] = out.get(config, 0) + 1
     return out
 
 
@@ -203,18 +214,27 @@ def declared_baseline_labels(races: list[Race], runs: pd.DataFrame) -> list[str]
     return labels_of_dirs(frozenset().union(*(race.baseline_dirs for race in races)), runs)
 
 
-def confirmation_words(row: pd.Series, planned: int | None) -> str:
-    """' (confirmation: ...)' of the winner's final row: its fresh seeds and mean, and when failed runs ended it
-    short of the planned seeds (max_failures failed confirmation runs), how many failed; '' with neither."""
-    failed = int(row["confirm_failed"]) if pd.notna(row["confirm_failed"]) else 0
-    n = int(row["confirm_n"]) if pd.notna(row["confirm_n"]) else 0
+def confirmation_text(n: int, mean: float | None, failed: int, planned: int | None) -> str:
+    """A confirmation in words, as the console and summary.md both say it: its fresh seeds and mean, and when
+    failed runs ended it short of the planned seeds (max_failures failed confirmation runs), how many failed;
+    failed runs that were replaced by fresh seeds are counted as retried. '' with no runs at all."""
     if not n and not failed:
         return ""
     seeds = f"{n} of {planned} fresh seeds" if failed and planned else f"{n} fresh seeds"
     ended = f", ended after {failed} failed runs" if failed and planned and n < planned else \
         f", {failed} failed runs retried" if failed else ""
-    mean = f", mean {row['confirm_mean']:.2f}" if n else ""
-    return f" (confirmation: {seeds}{ended}{mean})"
+    shown_mean = f", mean {mean:.2f}" if n and mean is not None and pd.notna(mean) else ""
+    return f"{seeds}{ended}{shown_mean}"
+
+
+def row_confirmation(race: Race, row: pd.Series, with_mean: bool = True) -> str:
+    """confirmation_text of a final row: the winner's fresh seeds are its row's confirm_n; the baseline that ran
+    them beside it (pairing=seed) has no confirm_n, so its finished confirmation runs are counted from the log."""
+    failed = int(row["confirm_failed"]) if pd.notna(row["confirm_failed"]) else 0
+    n = int(row["confirm_n"]) if pd.notna(row["confirm_n"]) else race.confirm_finished.get(row["config"], 0)
+    planned = (race.header.get("settings") or {}).get("confirm_seeds")
+    mean = row["confirm_mean"] if with_mean and pd.notna(row["confirm_n"]) else None
+    return confirmation_text(n, mean, failed, planned)
 
 
 def outcome_line(race: Race) -> str:
@@ -231,7 +251,8 @@ def outcome_line(race: Race) -> str:
     winner = race.final[race.final["winner"]]
     if not winner.empty:
         row = winner.iloc[0]
-        text += confirmation_words(row, (race.header.get("settings") or {}).get("confirm_seeds"))
+        if words := row_confirmation(race, row):
+            text += f" (confirmation: {words})"
         text += f", final verdict: {row['action']}"
     elif not race.finished:
         text += " (confirmation still running)"

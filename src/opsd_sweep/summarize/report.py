@@ -16,7 +16,7 @@ from opsd_sweep.summarize.collapses import race_lines, summary_section
 from opsd_sweep.summarize.collect import Collection
 from opsd_sweep.summarize.config_stats import (MIN_SPLIT_RUNS, Analysis, advice_runs_split, power_reference,
                                                seed_part_note)
-from opsd_sweep.summarize.races import Race
+from opsd_sweep.summarize.races import Race, row_confirmation
 from opsd_sweep.summarize.sampling import sampling_lines
 from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.summarize.transitions import Transitions, markdown_lines as transition_lines
@@ -375,12 +375,14 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
         lines += ["", f"**Stopped after round {race.stop['round']}**: {race.stop['reason']}. "
                       f"**Winner: {race.winner}{mark}**."]
         winner = race.final[race.final["winner"]]
-        if not winner.empty and pd.notna(winner["confirm_n"].iloc[0]):
+        seeds = row_confirmation(race, winner.iloc[0], with_mean=False) if not winner.empty else ""
+        if seeds:  # the console's words for the seeds; the mean is said apart, as the unbiased score
             row = winner.iloc[0]
-            lines.append(f"Confirmation on {int(row['confirm_n'])} fresh seeds: mean {row['confirm_mean']:.2f}, the "
-                         f"winner's unbiased score (its race mean was picked as the best, so it is biased upward); "
-                         f"its final row uses all {int(row['n'])} runs. Final verdict vs the baseline: "
-                         f"**{row['action']}**.")
+            score = (f"mean {row['confirm_mean']:.2f}, the winner's unbiased score (its race mean was picked as the "
+                     "best, so it is biased upward)" if pd.notna(row["confirm_n"]) else
+                     "no unbiased score (no confirmation run finished)")
+            lines.append(f"Confirmation on {seeds}: {score}; its final row uses all {int(row['n'])} runs. Final "
+                         f"verdict vs the baseline: **{row['action']}**.")
         elif not race.finished:
             lines.append("The winner's confirmation on fresh seeds is still running: no final verdicts yet.")
     if not race.final.empty:
@@ -392,8 +394,7 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
         rows = [[r["config"] + mark + (" (winner)" if r["winner"] else ""), str(r["n"]),
                  _num(r["mean"]), _bracket(r["ci_low"], r["ci_high"]), _signed(r["delta_baseline"]),
                  _p(r["p_baseline"]), _signed(r["delta_anchor"]), _p(r["p_anchor"]), r["anchor"] or "–",
-                 r["action"], f"n={int(r['confirm_n'])}, mean {r['confirm_mean']:.2f}" if pd.notna(r["confirm_n"])
-                 else "–"] for _, r in race.final.iterrows()]
+                 r["action"], row_confirmation(race, r) or "–"] for _, r in race.final.iterrows()]
         lines.append(markdown_table(header, rows))
     if race.eliminations.empty:
         lines += ["", "No config left the race early."]
