@@ -160,3 +160,57 @@ def test_confirm_help_says_what_leaving_seeds_out_means(capsys):
         confirm_cli.parse_args(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert "fresh seeds per arm, at least 2 (left out: the seeds advice for the paired test, refused above 24, else 3)" in shown
+
+
+# --- the tiny world's other settings ---------------------------------------------------------------------
+
+TINY_PROBLEMS = 144  # 9 addends x 4 x 4 factors (tiny.all_problems): train and held-out are drawn disjoint from them
+
+
+@pytest.mark.parametrize("overrides, said", [
+    (["tiny.n_train=120", "tiny.n_eval=32"], "tiny.n_train=120 + tiny.n_eval=32 exceeds the 144 distinct tiny problems"),
+    (["tiny.n_eval=0"], "tiny.n_eval=0 must be >= 1"),
+    (["tiny.n_train=-1"], "tiny.n_train=-1 must be >= 1"),
+    (["tiny.hidden_size=0"], "tiny.hidden_size=0 must be >= 1"),
+    (["tiny.num_layers=0"], "tiny.num_layers=0 must be >= 1"),
+    (["tiny.intermediate_size=0"], "tiny.intermediate_size=0 must be >= 1"),
+    (["tiny.num_kv_heads=3"], "tiny.num_kv_heads=3 must divide tiny.num_heads=8"),
+    (["tiny.head_dim=15"], "tiny.head_dim=15 must be even"),
+    (["tiny.vocab_size=300"], "tiny.vocab_size=300 is too small"),
+    (["tiny.warm_start.steps=0"], "tiny.warm_start.steps=0 must be >= 1"),
+    (["tiny.warm_start.batch_size=0"], "tiny.warm_start.batch_size=0 must be >= 1"),
+    (["tiny.warm_start.learning_rate=0"], "tiny.warm_start.learning_rate=0.0 must be > 0"),
+    (["tiny.warm_start.slip_rate=1.5"], "tiny.warm_start.slip_rate=1.5 is a share of examples: it must be in [0, 1]"),
+    (["tiny.warm_start.student_prompt='{question}'"], "tiny.warm_start.student_prompt"),
+])
+def test_tiny_settings_no_world_can_be_built_with_are_refused_naming_the_value(overrides, said):
+    """Each of these failed inside ensure_tiny_assets, the warm start or the first forward pass, after the sweep
+    had started (n_train + n_eval above the problems there are raised a ValueError from make_datasets)."""
+    assert said in refusal(["profile=tiny", *overrides])
+
+
+@pytest.mark.parametrize("overrides", [
+    ["tiny.n_train=143", "tiny.n_eval=1"], ["tiny.n_train=1", "tiny.n_eval=143"], ["tiny.num_kv_heads=8"],
+    ["tiny.num_kv_heads=1"], ["tiny.head_dim=2"], ["tiny.warm_start.slip_rate=0"], ["tiny.warm_start.slip_rate=1"],
+])
+def test_the_nearest_allowed_tiny_settings_pass(overrides):
+    assert load_run_config(compose(["profile=tiny", *overrides])).tiny is not None
+
+
+def test_the_limit_on_tiny_problems_is_the_generators():
+    from opsd_sweep.tiny import all_problems, make_datasets
+    assert len(all_problems()) == TINY_PROBLEMS
+    train, held_out = make_datasets(TINY_PROBLEMS - 32, 32, seed=0)  # the refusal's limit is exactly what it makes
+    assert len(train) + len(held_out) == TINY_PROBLEMS
+    with pytest.raises(ValueError):
+        make_datasets(TINY_PROBLEMS - 31, 32, seed=0)
+
+
+def test_too_many_tiny_problems_are_refused_by_the_cli_before_any_world_is_built(tmp_path):
+    results, cache = tmp_path / "results", tmp_path / "cache"
+    proc = run_sweep(["profile=tiny", "tiny.n_train=200"], results, cache, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert "tiny.n_train=200 + tiny.n_eval=32 exceeds the 144 distinct tiny problems" in output
+    assert "Nothing was run or written." in output
+    assert "Traceback" not in output and not results.exists() and not cache.exists()

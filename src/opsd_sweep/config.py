@@ -404,6 +404,8 @@ def validate(run: RunConfig) -> list[str]:
     problems.extend(seed_problems("seed", run.seed, example=1))
     if run.tiny is not None:  # seeds the tiny world's split, model init and warm start, before the run starts
         problems.extend(seed_problems("tiny.seed", run.tiny.seed, example=0))
+        from opsd_sweep.tiny import setting_problems as tiny_setting_problems  # tiny.py imports this module
+        problems.extend(tiny_setting_problems(run.tiny))
     for key, limit in (("data.max_problems", run.data.max_problems), ("eval.max_problems", run.eval.max_problems)):
         need(limit is None or limit >= 1, f"{key}={limit} must be >= 1 (the first N problems) or null (all of them); "
                                           f"e.g. {key}=8 or {key}=null")

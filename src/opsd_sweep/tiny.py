@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from opsd_sweep.config import TinyConfig, WarmStartConfig
+from opsd_sweep.config import TinyConfig, WarmStartConfig, _check_template
 from opsd_sweep.run.rundir import atomic_write_json, atomic_write_text
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
@@ -110,10 +110,9 @@ def write_locked_set(root: Path) -> None:
 
 # --- tokenizer and model -----------------------------------------------------------------------
 
-def build_tokenizer(corpus: list[str], vocab_size: int):
-    """Byte-level BPE trained on the corpus, wrapped with a Qwen-style chat template."""
+def train_bpe(corpus: list[str], vocab_size: int):
+    """Byte-level BPE (a tokenizers.Tokenizer) trained on the corpus."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -121,8 +120,15 @@ def build_tokenizer(corpus: list[str], vocab_size: int):
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   chat_template=CHAT_TEMPLATE)
+    return tok
+
+
+def build_tokenizer(corpus: list[str], vocab_size: int):
+    """Byte-level BPE trained on the corpus, wrapped with a Qwen-style chat template."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=train_bpe(corpus, vocab_size), eos_token="<|im_end|>",
+                                   pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
 
 
 def build_model(cfg: TinyConfig, vocab_size: int, pad_token_id: int, eos_token_id: int):
@@ -152,11 +158,70 @@ def tokenizer_corpus(rows: list[dict], cfg: WarmStartConfig) -> list[str]:
 
 def check_numbers_are_single_tokens(tokenizer, rows: list[dict]) -> None:
     """Constant-length solutions keep the tiny task learnable in seconds; fail loudly if BPE split a number."""
-    lengths = {len(tokenizer(r[key], add_special_tokens=False)["input_ids"]) for r in rows
-               for key in ("solution", "slip_solution")}
+    lengths = solution_lengths(lambda text: tokenizer(text, add_special_tokens=False)["input_ids"], rows)
     if len(lengths) != 1:
         raise ValueError(f"tiny tokenizer: solutions tokenize to lengths {sorted(lengths)}, not one length; "
                          "raise tiny.vocab_size so every number is a single token")
+
+
+def solution_lengths(encode, rows: list[dict]) -> set[int]:
+    """The token counts of every solution and slip (one count when every number is a single token)."""
+    return {len(encode(r[key])) for r in rows for key in ("solution", "slip_solution")}
+
+
+# --- settings checked before the world is built --------------------------------------------------
+
+POSITIVE_SETTINGS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size",
+                     "n_train", "n_eval", "warm_start.steps", "warm_start.batch_size")
+
+
+def setting_problems(cfg: TinyConfig) -> list[str]:
+    """tiny.* values no world can be built with, each naming the value and the fix. Unchecked, each one failed
+    inside ensure_tiny_assets (or the warm start, or the first forward pass), after the sweep had started."""
+    problems = [f"tiny.{key}={value} must be >= 1 (e.g. tiny.{key}={default})"
+                for key, default in zip(POSITIVE_SETTINGS, (128, 2, 8, 4, 16, 384, 112, 32, 400, 32))
+                if (value := _dotted(cfg, key)) < 1]
+    if cfg.num_heads >= 1 and cfg.num_kv_heads >= 1 and cfg.num_heads % cfg.num_kv_heads:
+        problems.append(f"tiny.num_kv_heads={cfg.num_kv_heads} must divide tiny.num_heads={cfg.num_heads} (each "
+                        f"key/value head serves a group of query heads), e.g. tiny.num_kv_heads="
+                        f"{max(d for d in range(1, cfg.num_kv_heads + 1) if cfg.num_heads % d == 0)}")
+    if cfg.head_dim >= 1 and cfg.head_dim % 2:
+        problems.append(f"tiny.head_dim={cfg.head_dim} must be even (rotary embeddings turn each head's dims in "
+                        f"pairs), e.g. tiny.head_dim={cfg.head_dim + 1}")
+    available = len(all_problems())
+    if cfg.n_train + cfg.n_eval > available:
+        problems.append(f"tiny.n_train={cfg.n_train} + tiny.n_eval={cfg.n_eval} exceeds the {available} distinct "
+                        f"tiny problems (train and held-out sets are disjoint); lower one of them so they sum to "
+                        f"at most {available}")
+    w = cfg.warm_start
+    if not w.learning_rate > 0:
+        problems.append(f"tiny.warm_start.learning_rate={w.learning_rate} must be > 0 (e.g. 5e-3)")
+    if not 0 <= w.slip_rate <= 1:
+        problems.append(f"tiny.warm_start.slip_rate={w.slip_rate} is a share of examples: it must be in [0, 1] "
+                        "(e.g. 0.5)")
+    for key, template, fields in (("student_prompt", w.student_prompt, ("problem",)),
+                                  ("teacher_prompt", w.teacher_prompt, ("problem", "solution"))):
+        problems.extend(_check_template(f"tiny.warm_start.{key}", template, fields))
+    return problems or _vocab_problems(cfg)  # the tokenizer is trained on the split and prompts checked above
+
+
+def _vocab_problems(cfg: TinyConfig) -> list[str]:
+    """tiny.vocab_size too small for every number to be one token (the build refuses such a tokenizer): the
+    tokenizer is trained here as the build would (tokenizers alone, well under a second; nothing written)."""
+    train_rows, eval_rows = make_datasets(cfg.n_train, cfg.n_eval, cfg.seed)
+    rows = train_rows + eval_rows
+    bpe = train_bpe(tokenizer_corpus(rows, cfg.warm_start), cfg.vocab_size)
+    lengths = solution_lengths(lambda text: bpe.encode(text, add_special_tokens=False).ids, rows)
+    if len(lengths) == 1:
+        return []
+    return [f"tiny.vocab_size={cfg.vocab_size} is too small: the tiny tokenizer splits some numbers into several "
+            f"tokens (solutions tokenize to lengths {sorted(lengths)}, not one); raise it (e.g. tiny.vocab_size=1024)"]
+
+
+def _dotted(cfg: TinyConfig, key: str):
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
 
 
 # --- assets on disk ----------------------------------------------------------------------------
