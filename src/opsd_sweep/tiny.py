@@ -178,9 +178,8 @@ POSITIVE_SETTINGS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "
 def setting_problems(cfg: TinyConfig) -> list[str]:
     """tiny.* values no world can be built with, each naming the value and the fix. Unchecked, each one failed
     inside ensure_tiny_assets (or the warm start, or the first forward pass), after the sweep had started."""
-    problems = [f"tiny.{key}={value} must be >= 1 (e.g. tiny.{key}={default})"
-                for key, default in zip(POSITIVE_SETTINGS, (128, 2, 8, 4, 16, 384, 112, 32, 400, 32))
-                if (value := _dotted(cfg, key)) < 1]
+    problems = [f"tiny.{key}={value} must be >= 1; drop the override for the profile's value "
+                f"(conf/profile/tiny.yaml)" for key in POSITIVE_SETTINGS if (value := _dotted(cfg, key)) < 1]
     if cfg.num_heads >= 1 and cfg.num_kv_heads >= 1 and cfg.num_heads % cfg.num_kv_heads:
         problems.append(f"tiny.num_kv_heads={cfg.num_kv_heads} must divide tiny.num_heads={cfg.num_heads} (each "
                         f"key/value head serves a group of query heads), e.g. tiny.num_kv_heads="
