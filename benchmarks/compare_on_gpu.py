@@ -5,7 +5,7 @@ candidate setting (default eval.kv_cache_dtype=fp8), with the same per-sample se
     python3 -m opsd_sweep.gpu_check --work /tmp/gc                              # the world and a checkpoint
     python3 -m benchmarks.compare_on_gpu --work /tmp/gc --out /tmp/res/compare   # GPU only
 
-It runs the README's three commands as a user would (the standalone evaluator twice, each in its own group, then
+It runs docs/evaluator.md's three commands as a user would (the standalone evaluator twice, each in its own group, then
 compare) on gpu_check's random world and its seed-1 final checkpoint; `--world` replaces both (e.g. `--world
 profile=tiny --backend hf --candidate eval.hf_cache=static` on a CPU). Random weights score 0 on every problem, so
 the verdict says only that the path runs; what the record adds is how far the candidate moves the sampled tokens:

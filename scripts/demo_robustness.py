@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def spread(tables: list[pd.DataFrame]) -> list[str]:
     """Per config compared with the baseline: its verdicts over the repetitions and the range of its delta
-    (what the README promises, as one machine's point figure does not carry over to other CPUs)."""
+    (what docs/demo.md promises, as one machine's point figure does not carry over to other CPUs)."""
     rows = pd.concat(tables).dropna(subset=["delta_baseline"])
     out = []
     for label, group in rows.groupby("label", sort=False):

@@ -74,7 +74,7 @@ def find_collapse(steps: list[dict], rule: CollapseConfig) -> Collapse | None:
 
 
 def rule_of(config: dict) -> CollapseConfig:
-    """The rule a saved run config names (a config of an earlier version: upgraded by legacy.upgrade_saved_config)."""
+    """The rule a saved run config names (a config of an earlier version: upgraded by run.added.upgrade_saved_config)."""
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CollapseConfig), config["train"]["collapse"]))
 
 

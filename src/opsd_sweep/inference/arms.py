@@ -1,7 +1,7 @@
 """Which run-to-run SD each arm's statistics use, and the comparison of two arms on run scores.
 
 An arm is a config (or the published anchor) summarised by its mean, runs and the SD its intervals
-and tests use. The rule (README, "Summary and report"):
+and tests use. The rule (docs/statistics.md, "Verdicts, the SD they use"):
 - `--assumed-sd X` declares the run-to-run SD known: configs with fewer than two runs use X, and with
   `--no-pool-sd` (the default) every config does; normal quantiles.
 - `--pool-sd`: configs use the SD pooled across configs (df = sum of R_c - 1).
