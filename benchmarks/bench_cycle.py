@@ -81,6 +81,7 @@ RECIPE_STEPS, TARGET_GPU_MINUTES, SEED_WORKFLOW_GPU_MINUTES = 100, 12.0, (112, 1
 EVAL_PROBLEMS = 30  # AIME24
 TARGET_FIXED_COST_S = 20.0
 DEFAULT_ATTENTION, WITHOUT_ADAPTER = "vLLM's choice", "none (the base model: merged weights' speed)"
+MERGED_CHECKED = "merged weights (the run's merge check passed)"  # the cycle's evaluator since eval.merge_check
 TINY = ["profile=tiny", "eval.max_problems=4", "eval.n_samples=1", "hydra.launcher.max_parallel=1"]
 WORKER = re.compile(r"=== \S+ phase worker (\d+): train ===")
 
@@ -128,7 +129,8 @@ def cycle_eval_setup(run_dir: Path | None = None, kv_cache_dtype: str = "auto", 
     the engine set up as the cycle's evaluator sets up its own (its GPU share where the rollout engine
     evaluates; engine_share: a probe's share instead), `problems` problems x 12 samples."""
     from opsd_sweep.evaluate.datasets import load_problems
-    from opsd_sweep.evaluate.evaluator import engine_spec
+    from opsd_sweep.evaluate.evaluator import engine_spec, merge_adapter, serving_choice
+    from opsd_sweep.evaluate.merge_check import MERGED_DIR
     from opsd_sweep.evaluate.prompts import render_eval_prompts
     from opsd_sweep.evaluate.shards import plan_shards
     from opsd_sweep.modeling import load_tokenizer
@@ -141,6 +143,8 @@ def cycle_eval_setup(run_dir: Path | None = None, kv_cache_dtype: str = "auto", 
     chosen = load_problems(run.eval)
     spec = engine_spec(run, checkpoint)
     spec = spec if adapter else replace(spec, adapter_path=None)
+    if adapter and run_dir is not None and serving_choice(run, checkpoint, run_dir / "eval")[0]:
+        spec = merge_adapter(spec, run_dir / "eval" / MERGED_DIR)  # as the cycle serves it: merged, checked
     if engine_share is not None:  # the probe: the eval on an engine of its own, freed of the trainer's memory
         spec = replace(spec, gpu_memory_utilization=engine_share)
     elif rollout_engine_serves_eval(run, world_size=1)[0]:  # the cycle evaluates on its rollout engine: that share
@@ -197,7 +201,8 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
             "lengths": summarize(forced, forced), "forced_lengths": forced, "prompt_lengths": prompt_lens,
             "engine_start_s": round(engine_s, 1), "max_num_seqs": spec.max_num_seqs,
             "kv_cache_dtype": kv_cache_dtype, "kv_cache_tokens": kv_cache_tokens(started_engine),
-            "gpu_memory_utilization": spec.gpu_memory_utilization, **probe_fields(attention_backend, adapter, engine_share),
+            "gpu_memory_utilization": spec.gpu_memory_utilization,
+            **probe_fields(attention_backend, adapter, engine_share, merged=adapter and spec.adapter_path is None),
             "time_limit_s": time_limit, "hbm_bytes_per_s": bandwidth}
 
     def progress(timed: TimedSteps) -> None:
@@ -234,10 +239,12 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
                                                       bandwidth), 3) if traced else None}
 
 
-def probe_fields(attention_backend: str | None, adapter: bool, engine_share: float | None = None) -> dict:
-    """How part 2's engine differed from the cycle's evaluator, as its record says it."""
+def probe_fields(attention_backend: str | None, adapter: bool, engine_share: float | None = None,
+                 merged: bool = False) -> dict:
+    """How part 2's engine differed from the cycle's evaluator, as its record says it (merged: the adapter
+    served as the cycle serves a checkpoint whose merge check passed)."""
     return {"attention_backend": attention_backend or DEFAULT_ATTENTION,
-            "adapter": "LoRARequest" if adapter else WITHOUT_ADAPTER,
+            "adapter": MERGED_CHECKED if merged else "LoRARequest" if adapter else WITHOUT_ADAPTER,
             "engine_share": "the cycle's" if engine_share is None else engine_share}
 
 
@@ -297,6 +304,9 @@ def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
         checkpoint = init_adapter(run, work / "init_adapter")
         where = {"run": run, "checkpoint": checkpoint, "run_dir": None}
         head["adapter_weights"] = "PEFT-initialised (untrained) adapter of the run's LoRA shape"
+    elif args.adapter_from is not None:
+        where = {"run_dir": args.adapter_from.absolute()}
+        head["adapter_weights"] = f"the trained adapter of {args.adapter_from.name} (its own config and merge check)"
     else:
         where = {"run_dir": adapter_run(work, adapter_settings(args), env)}
         head["adapter_weights"] = "a 1-step cycle's trained adapter"
@@ -481,6 +491,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--adapter", default="cycle", choices=["cycle", "init"],
                         help="--eval-only: the adapter of a 1-step cycle, or one of the run's LoRA shape as the "
                              "trainer initialises it (no cycle: ~4 GPU-minutes less)")
+    parser.add_argument("--adapter-from", type=Path, default=None, metavar="RUN_DIR",
+                        help="--eval-only: a finished cycle's run dir (e.g. make gpu-check's seed 1) instead of a "
+                             "1-step cycle: its config, final checkpoint and merge check, as its eval phase served them")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="part 2: stop past this many seconds of generation (the record keeps the trace)")
     parser.add_argument("--sweep-from", type=Path, default=None,
@@ -504,7 +517,8 @@ def main(argv=None) -> dict:
             parser.error(f"--eval-from {args.eval_from}: its part 2 is {recorded!r} (the machine was lost during it); "
                          "give a record whose AIME-sized eval finished")
         probe = {k: v for k, v in recorded.items() if k in ("attention_backend", "adapter", "engine_share")}
-        if probe and any(probe_fields(None, True)[k] != v for k, v in probe.items()):  # older records: fewer keys
+        cycles = (probe_fields(None, True), probe_fields(None, True, merged=True))  # either is a cycle's evaluator
+        if probe and not any(all(own[k] == v for k, v in probe.items()) for own in cycles):  # older: fewer keys
             parser.error(f"--eval-from {args.eval_from} is a probe of part 2 ({probe}), not the cycle's evaluator: "
                          "give a record of `--eval-only` without --eval-attention-backend, --eval-without-adapter "
                          "or --eval-engine-share")

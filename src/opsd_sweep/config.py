@@ -171,7 +171,10 @@ class EvalConfig:
     tensor_parallel_size: int = MISSING      # vllm: GPUs per engine
     gpu_memory_utilization: float = MISSING  # vllm
     max_model_len: int = MISSING             # vllm: prompt + completion tokens per sequence
-    merge_lora: bool = MISSING               # vllm: merge the adapter into the weights (else LoRARequest)
+    merge_lora: bool = MISSING               # vllm: always serve merged weights, unchecked (another experiment)
+    merge_check: bool = MISSING              # vllm: serve merged weights where the end-of-training check passed
+    merge_tolerance: float = MISSING         # merge_check: largest mean |Δ log p| (nats) merged vs LoRARequest
+    engine: str = MISSING                    # 1-GPU vllm cycle: own (sized to the GPU after training) | rollout
     kv_cache_dtype: str = MISSING            # vllm: auto (the model's dtype) | fp8: an evaluator option, in the key
     hf_cache: str = MISSING                  # hf: dynamic | static (static = compiled decode on GPU)
     grade_timeout: int = MISSING             # seconds per math-verify parse / verify call
@@ -285,6 +288,7 @@ CHOICES = {
     "eval.backend": BACKENDS,
     "eval.hf_cache": ("dynamic", "static"),
     "eval.kv_cache_dtype": KV_CACHE_DTYPES,
+    "eval.engine": ("own", "rollout"),
     "rollout.kv_cache_dtype": KV_CACHE_DTYPES,
     "executor": ("real", "simulate"),
 }
@@ -478,6 +482,7 @@ def validate(run: RunConfig) -> list[str]:
     need(e.engines is None or e.engines >= 1, f"eval.engines={e.engines} must be >= 1 or null (one per GPU group)")
     need(e.tensor_parallel_size >= 1, f"eval.tensor_parallel_size={e.tensor_parallel_size} must be >= 1")
     need(0 < e.gpu_memory_utilization <= 1, f"eval.gpu_memory_utilization={e.gpu_memory_utilization} must be in (0, 1]")
+    need(e.merge_tolerance > 0, f"eval.merge_tolerance={e.merge_tolerance} must be > 0 nats (0.02 is the default)")
     need(e.backend != "vllm" or e.max_model_len > e.max_new_tokens,
          f"eval.max_model_len={e.max_model_len} must exceed eval.max_new_tokens={e.max_new_tokens} by the prompt "
          "length (e.g. eval.max_model_len=40960 for 38912 new tokens)")

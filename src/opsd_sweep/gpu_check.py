@@ -27,7 +27,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from opsd_sweep import random_world
-from opsd_sweep.run.rundir import RunDir
+from opsd_sweep.evaluate.merge_check import CHECK_FILE
+from opsd_sweep.run.rundir import RunDir, read_json_or_none
 from opsd_sweep.train.step_parity import TOLERANCE, check_step_parity
 
 
@@ -89,6 +90,9 @@ def cycle_figures(run_dir: Path, steps: int, eval_samples: int, n_eval: int) -> 
     if evaluation["n_problems"] != n_eval or samples != n_eval * eval_samples or "avg_at_n" not in evaluation["metrics"]:
         raise CheckFailed(f"{run_dir.name}: eval.json has {evaluation['n_problems']} problems and {samples} samples, "
                           f"expected {n_eval} x {eval_samples}")
+    check = read_json_or_none(run_dir / "eval" / CHECK_FILE)
+    if evaluation["backend"] == "vllm" and lines[-1].get("rollout_backend") == "vllm" and not isinstance(check, dict):
+        raise CheckFailed(f"{run_dir.name}: no {CHECK_FILE}: the merge check did not run at the end of training")
     step_seconds = [line["step_seconds"] for line in lines]
     steady = statistics.median(step_seconds[1:]) if len(step_seconds) > 1 else step_seconds[0]
     phases = status["phase_seconds"]
@@ -97,7 +101,8 @@ def cycle_figures(run_dir: Path, steps: int, eval_samples: int, n_eval: int) -> 
     last = lines[-1]
     return {"run": run_dir.name, "phase_seconds": phases, "cycle_seconds": round(cycle, 1),
             "rollout_backend": last.get("rollout_backend"), "eval_backend": evaluation["backend"],
-            "eval_engine": timing.get("engine"), "first_step_s": round(step_seconds[0], 1),
+            "eval_engine": timing.get("engine"), "eval_serving": evaluation["evaluator"]["serving"],
+            "merge_check": check, "first_step_s": round(step_seconds[0], 1),
             "steady_step_s": round(steady, 2),
             "first_step_parts_s": step_parts(lines[0]), "steady_step_parts_s": step_parts(last),
             "eval_generation_s": timing["generation_seconds"], "eval_grading_s": timing["grading_seconds"],
@@ -155,9 +160,15 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1))
     for label, c in zip(("cold", "warm"), cycles):
         print(f"[gpu-check] {label} cycle {c['run']}: {c['phase_seconds']} | rollout {c['rollout_backend']}, eval "
-              f"{c['eval_backend']} ({c['eval_engine']}) | step 1 {c['first_step_s']} s {c['first_step_parts_s']}, steady {c['steady_step_s']} s "
+              f"{c['eval_backend']} ({c['eval_engine']}, {c['eval_serving']}) | step 1 {c['first_step_s']} s {c['first_step_parts_s']}, steady {c['steady_step_s']} s "
               f"{c['steady_step_parts_s']} | eval generation {c['eval_generation_s']} s | fixed cost "
               f"{c['fixed_cost_s']} s | trainer peak {c['trainer_peak_gb']} GB, engine {c['engine_gb']} GB", flush=True)
+    for c in cycles:
+        if c["merge_check"]:
+            m = c["merge_check"]
+            print(f"[gpu-check] merge check {c['run']}: mean |Δ log p| {m['mean_abs_diff']} (max {m['max_abs_diff']}, "
+                  f"adapter effect {m['adapter_mean_abs_effect']}) over {m['positions']} positions, tolerance "
+                  f"{m['tolerance']}: {'passed' if m['passed'] else 'FAILED (served as a LoRARequest)'}", flush=True)
     print(f"[gpu-check] PASSED: 2 cycles done in {report['sweep_wall_s']} s; {out / 'gpu_check.json'}", flush=True)
     return report
 

@@ -75,16 +75,24 @@ def test_the_engine_sleeps_only_when_it_and_the_training_step_do_not_both_fit():
     assert forced.sleep and forced.sleep_why == "rollout.vllm_sleep=true"
 
 
+def test_by_default_the_eval_gets_an_engine_of_its_own_on_the_memory_training_frees():
+    """eval.engine=own (the default): the rollout engine is sized for the rollouts alone and never evaluates."""
+    own = plan_rollout_engine(paper_run(), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    assert not own.serves_eval and own.serves_eval_why.startswith("eval.engine=own")
+    assert own.max_model_len is None and own.max_num_seqs == 32
+
+
 def test_one_engine_per_cycle_only_where_the_eval_would_run_one_vllm_engine_on_the_same_gpu():
     step = 10 * GB
     if vllm_installed():
-        shared = plan_rollout_engine(paper_run(), 1, 137 * GB, 141 * GB, step, 300)
+        shared = plan_rollout_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, step, 300)
         assert shared.serves_eval and shared.max_model_len == 40960 and shared.max_num_seqs == 256
-    alone = plan_rollout_engine(paper_run("eval.backend=hf"), 1, 137 * GB, 141 * GB, step, 300)
+    alone = plan_rollout_engine(paper_run("eval.engine=rollout", "eval.backend=hf"), 1, 137 * GB, 141 * GB, step, 300)
     assert not alone.serves_eval and alone.max_model_len is None and alone.max_num_seqs == 32
-    tp = paper_run("eval.tensor_parallel_size=2")
+    tp = paper_run("eval.engine=rollout", "eval.tensor_parallel_size=2")
     assert not plan_rollout_engine(tp, 1, 137 * GB, 141 * GB, step, 300).serves_eval
-    assert not plan_rollout_engine(paper_run(), 2, 137 * GB, 141 * GB, step, 300).serves_eval  # several ranks
+    several = plan_rollout_engine(paper_run("eval.engine=rollout"), 2, 137 * GB, 141 * GB, step, 300)
+    assert not several.serves_eval  # several ranks
 
 
 def test_a_train_phase_that_evaluated_books_that_time_to_the_eval_phase(tmp_path):
@@ -110,8 +118,8 @@ def test_an_fp8_kv_cache_eval_gets_an_engine_of_its_own_and_never_runs_on_hf(mon
     from opsd_sweep.train import engine_plan
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
-    assert plan_rollout_engine(paper_run(), 1, 137 * GB, 141 * GB, 10 * GB, 300).serves_eval
-    fp8 = plan_rollout_engine(paper_run("eval.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    assert plan_rollout_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, 10 * GB, 300).serves_eval
+    fp8 = plan_rollout_engine(paper_run("eval.engine=rollout", "eval.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert not fp8.serves_eval and fp8.serves_eval_why.startswith("eval.kv_cache_dtype=fp8")
     with pytest.raises(ValueError, match=r"eval.kv_cache_dtype=fp8 is a vLLM option, but the evaluation runs on hf"):
         resolve_eval_backend(paper_run("eval.kv_cache_dtype=fp8"), gpus=[])
@@ -125,10 +133,10 @@ def test_an_fp8_kv_cache_for_the_rollouts_too_lets_the_rollout_engine_serve_the_
     from opsd_sweep.train import engine_plan
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
-    both = plan_rollout_engine(paper_run("eval.kv_cache_dtype=fp8", "rollout.kv_cache_dtype=fp8"), 1, 137 * GB,
+    both = plan_rollout_engine(paper_run("eval.engine=rollout", "eval.kv_cache_dtype=fp8", "rollout.kv_cache_dtype=fp8"), 1, 137 * GB,
                                141 * GB, 10 * GB, 300)
     assert both.serves_eval and both.max_model_len == paper_run().eval.max_model_len
-    rollouts_only = plan_rollout_engine(paper_run("rollout.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    rollouts_only = plan_rollout_engine(paper_run("eval.engine=rollout", "rollout.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert not rollouts_only.serves_eval
     assert rollouts_only.serves_eval_why.startswith("eval.kv_cache_dtype=auto, rollout.kv_cache_dtype=fp8")
     with pytest.raises(ConfigError, match=r"rollout.kv_cache_dtype=fp8 is a vLLM option: set rollout.backend=vllm"):
@@ -158,7 +166,7 @@ def test_a_merged_weights_eval_runs_on_the_rollout_engine_and_the_old_base_weigh
     from opsd_sweep.train import engine_plan
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
-    merged = plan_rollout_engine(paper_run("eval.merge_lora=true"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    merged = plan_rollout_engine(paper_run("eval.engine=rollout", "eval.merge_lora=true"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert merged.serves_eval and merged.max_model_len == paper_run().eval.max_model_len
     assert merged.max_num_seqs == paper_run().eval.max_num_seqs
 
@@ -181,7 +189,8 @@ def test_a_shared_engine_sized_for_a_short_eval_still_holds_every_rollout(monkey
     from opsd_sweep.train import engine_plan
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
-    short = paper_run("eval.max_model_len=1024", "eval.max_new_tokens=512")
+    short = paper_run("eval.engine=rollout", "eval.max_model_len=1024", "eval.max_new_tokens=512")
     plan = plan_rollout_engine(short, 1, 137 * GB, 141 * GB, 10 * GB, longest_prompt=300)
     assert plan.serves_eval and plan.max_model_len == 300 + short.rollout.max_new_tokens  # 1,324 > 1,024
-    assert plan_rollout_engine(paper_run(), 1, 137 * GB, 141 * GB, 10 * GB, 300).max_model_len == 40960  # the eval's
+    shared = plan_rollout_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    assert shared.max_model_len == 40960  # the eval's

@@ -22,7 +22,7 @@ def test_the_sweep_it_runs_is_a_valid_one_gpu_recipe_batch(tmp_path):
     assert run.model.path == str(tmp_path / "world" / "model") and run.eval.n_samples == 2
 
 
-def write_run(root: Path, steps: list[int], samples_per_problem: int) -> Path:
+def write_run(root: Path, steps: list[int], samples_per_problem: int, merge_checked: bool = True) -> Path:
     run_dir = root / "lr5e-06-s1-abcd1234"
     (run_dir / "train").mkdir(parents=True)
     (run_dir / "eval").mkdir()
@@ -32,8 +32,11 @@ def write_run(root: Path, steps: list[int], samples_per_problem: int) -> Path:
     (run_dir / "train/metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     problems = [{"id": f"p{i}", "samples": [{"correct": False}] * samples_per_problem} for i in range(3)]
     evaluation = {"n_problems": 3, "problems": problems, "metrics": {"avg_at_n": 0.0}, "backend": "vllm",
+                  "evaluator": {"backend": "vllm", "serving": "vllm merge_lora", "version": 1},
                   "timing": {"engine": "own", "generation_seconds": 10.0, "grading_seconds": 1.0}}
     (run_dir / "eval/eval.json").write_text(json.dumps(evaluation))
+    if merge_checked:
+        (run_dir / "eval/merge_check.json").write_text(json.dumps({"passed": True, "mean_abs_diff": 0.001}))
     return run_dir
 
 
@@ -43,6 +46,12 @@ def test_a_good_run_gives_its_steady_step_and_fixed_cost(tmp_path):
     assert figures["fixed_cost_s"] == 120.0 - 3 * 5.0 - 10.0
     assert figures["steady_step_parts_s"] == {"rollout": 3.0} and figures["first_step_parts_s"] == {"rollout": 30.0}
     assert figures["rollout_backend"] == "vllm"
+    assert figures["eval_serving"] == "vllm merge_lora" and figures["merge_check"]["passed"]
+
+
+def test_a_vllm_cycle_whose_merge_check_never_ran_fails_the_check(tmp_path):
+    with pytest.raises(CheckFailed, match="the merge check did not run at the end of training"):
+        cycle_figures(write_run(tmp_path, [1, 2, 3], 2, merge_checked=False), steps=3, eval_samples=2, n_eval=3)
 
 
 @pytest.mark.parametrize("steps, samples, message", [([1, 2, 2, 3], 2, "expected one line per step 1..3"),

@@ -29,6 +29,7 @@ from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages
+from opsd_sweep.evaluate.merge_check import MERGED_DIR, serve_merged
 from opsd_sweep.evaluate.sampling_plan import SamplingPlan, ensure_plan
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards, shards_for
 from opsd_sweep.run.identity import content_identity, engine_label, evaluator_identity, evaluator_problem
@@ -116,6 +117,19 @@ def merge_adapter(spec: EngineSpec, out_dir: Path) -> EngineSpec:
     return replace(spec, model_path=str(out_dir), tokenizer_path=str(out_dir), adapter_path=None)
 
 
+def serving_choice(run: RunConfig, checkpoint: Path | None, eval_dir: Path) -> tuple[bool, dict | None]:
+    """(serve merged weights?, the merge check that allows it): eval.merge_lora=true always merges, unchecked;
+    else merged weights only where a passed merge check of this checkpoint is on file (merge_check.py).
+    The choice and its reason are printed."""
+    e = run.eval
+    if e.merge_lora:
+        return True, None
+    merged, why, check = serve_merged(e.merge_check, e.backend, checkpoint, eval_dir, e.merge_tolerance)
+    if e.backend == "vllm" and checkpoint is not None:
+        print(f"[evaluate] serving: {why}", flush=True)
+    return merged, check if merged else None
+
+
 def drop_wrong_evaluation(eval_dir: Path, why: str) -> None:
     """An eval.json scored by an evaluator known to be wrong is never up to date, and neither are its shards: they
     were drawn by that evaluator, maybe under today's plan (an attached engine that ignored merge_lora). The shards
@@ -185,12 +199,13 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     if samples not in (*stages, k) or (allocated and samples != k):
         raise ValueError(f"samples={samples} is no stage of this plan {stages or (k,)}")
     shards = plan_shards(ids, k, e.shard_size, run.seed, stages, counts if allocated else None)
-    evaluator = evaluator_identity(e.backend, checkpoint, e.merge_lora, e.kv_cache_dtype)
+    merge, check = serving_choice(run, checkpoint, eval_dir)
+    evaluator = evaluator_identity(e.backend, checkpoint, merge, e.kv_cache_dtype, check)
     plan = fingerprint(spec, evaluator, prompts, ids, k, e.shard_size, run.seed, stages,
                        counts if allocated else None)
     out = eval_dir / "eval.json"
     existing = read_json_or_none(out)  # a torn or corrupted eval.json is written again
-    wrong = evaluator_problem(existing, checkpoint, e.merge_lora) if isinstance(existing, dict) else None
+    wrong = evaluator_problem(existing, checkpoint, merge) if isinstance(existing, dict) else None
     if wrong is not None:
         existing = drop_wrong_evaluation(eval_dir, wrong)
     same_plan = (isinstance(existing, dict) and existing.get("fingerprint") == plan
@@ -208,8 +223,8 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     serve_spec = spec
     to_draw = sum(len(shard.jobs) for shard in shards if not store.done(shard.index))
     pending = to_draw > 0
-    if pending and e.backend == "vllm" and spec.adapter_path is not None and e.merge_lora:
-        serve_spec = merge_adapter(spec, eval_dir / "merged")
+    if pending and e.backend == "vllm" and spec.adapter_path is not None and merge:
+        serve_spec = merge_adapter(spec, eval_dir / MERGED_DIR)
     started = time.monotonic()
     resumed = run_plan(serve_spec, prompts, shards, store, groups, desc=f"eval {e.name}", attach=attach)
     generation_seconds = time.monotonic() - started

@@ -21,6 +21,36 @@ _lora_ids = itertools.count(1)
 
 # max_lora_rank values every recent vLLM accepts; an adapter's rank is rounded up to one of them
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+# what an engine of its own leaves free when it sizes itself to the GPU: the CUDA context of its engine-core
+# process, which vLLM's own free-memory check at start-up does not see yet
+HEADROOM_BYTES = 2 * 1024**3
+
+
+def lora_request(adapter_path: str):
+    """A LoRARequest for `adapter_path` under an id never used before in this process: vLLM caches adapters by
+    id, so an engine that serves several checkpoints (or, kept by a phase worker, several runs) needs a new one."""
+    from vllm.lora.request import LoRARequest
+
+    lora_id = next(_lora_ids)
+    return LoRARequest(f"checkpoint-{lora_id}", lora_id, adapter_path)
+
+
+def engine_share(requested: float, free_bytes: int, total_bytes: int) -> float:
+    """The share of the GPU an engine of its own asks vLLM for: eval.gpu_memory_utilization, or what is free when
+    another process holds part of the GPU (a phase worker's kept student and sleeping rollout engine). vLLM
+    refuses to start an engine whose share is more than the free memory."""
+    fits = (free_bytes - HEADROOM_BYTES) / total_bytes
+    if fits < 0.1:
+        raise RuntimeError(f"only {free_bytes / 1e9:.1f} of {total_bytes / 1e9:.1f} GB of the GPU are free for the "
+                           "evaluation's vLLM engine; free the GPU (another process holds it) or lower eval.max_num_seqs")
+    return round(min(requested, fits), 3)
+
+
+def visible_memory() -> tuple[int, int]:
+    """(free, total) bytes of the most occupied visible GPU: an engine of several GPUs is sized by its fullest."""
+    import torch
+
+    return min((torch.cuda.mem_get_info(device) for device in range(torch.cuda.device_count())), key=lambda m: m[0])
 
 
 def lora_rank_bound(adapter_path: str) -> int:
@@ -53,16 +83,11 @@ class VLLMEngine:
     with the base model and LoRA enabled (the trainer's rollout engine)."""
 
     def __init__(self, spec: EngineSpec, llm_engine=None):
-        from vllm.lora.request import LoRARequest
-
         self.spec = spec
         lora = spec.adapter_path is not None
         self.attached = llm_engine is not None
         self.engine = llm_engine if self.attached else self._start(spec, lora)
-        # vLLM caches adapters by id: a running engine that serves several checkpoints (or, kept by a
-        # phase worker, several runs) needs a new id each, never one used before in this process
-        lora_id = next(_lora_ids)
-        self.lora_request = LoRARequest(f"checkpoint-{lora_id}", lora_id, spec.adapter_path) if lora else None
+        self.lora_request = lora_request(spec.adapter_path) if lora else None
 
     @staticmethod
     def _start(spec: EngineSpec, lora: bool):
@@ -73,9 +98,12 @@ class VLLMEngine:
         prepare_vllm_process()  # spawn, not fork, the engine core: this process may have touched CUDA
         lora_args = ({"enable_lora": True, "max_loras": 1,
                       "max_lora_rank": lora_rank_bound(spec.adapter_path)} if lora else {})
+        share = engine_share(spec.gpu_memory_utilization, *visible_memory())
+        print(f"[evaluate] vLLM engine: {share} of the GPU (eval.gpu_memory_utilization="
+              f"{spec.gpu_memory_utilization}), {'the adapter as a LoRARequest' if lora else 'no LoRA'}", flush=True)
         args = EngineArgs(model=spec.model_path, tokenizer=spec.tokenizer_path, dtype=spec.dtype,
                           seed=spec.seed, tensor_parallel_size=spec.tensor_parallel_size,
-                          gpu_memory_utilization=spec.gpu_memory_utilization,
+                          gpu_memory_utilization=share,
                           max_model_len=spec.max_model_len, max_num_seqs=spec.max_num_seqs,
                           kv_cache_dtype=spec.kv_cache_dtype, enable_prefix_caching=True, disable_log_stats=True,
                           **lora_args)

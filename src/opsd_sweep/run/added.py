@@ -42,6 +42,10 @@ ADDED = {
     # a merged adapter is served in bf16-rounded weights: its scores are not the exact adapter's, so a run
     # with eval.merge_lora=true is another experiment; it was outside the key before, and false stays out
     "eval.merge_lora": Added(False, lambda e: not e["merge_lora"]),
+    # earlier runs served the adapter as a LoRARequest on the rollout engine; a checked merge scores the same model
+    "eval.merge_check": Added(False),
+    "eval.merge_tolerance": Added(0.02),
+    "eval.engine": Added("rollout"),
     "train.strategy": Added("ddp"),
     "train.stop_on_collapse": Added(False),
     "train.profile_step": Added(None),

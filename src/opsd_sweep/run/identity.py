@@ -112,12 +112,18 @@ def serving(backend: str, checkpoint: Path | None, merge_lora: bool) -> str:
     return "vllm merge_lora" if merge_lora else "vllm LoRARequest"
 
 
-def evaluator_identity(backend: str, checkpoint: Path | None, merge_lora: bool, kv_cache_dtype: str = "auto") -> dict:
-    """The evaluator record an eval.json carries: {backend, serving, version}, and kv_cache when the KV cache
-    is not kept in the model's dtype (eval.kv_cache_dtype; absent otherwise, so earlier records still match)."""
+def evaluator_identity(backend: str, checkpoint: Path | None, merge_lora: bool, kv_cache_dtype: str = "auto",
+                       merge_check: dict | None = None) -> dict:
+    """The evaluator record an eval.json carries: {backend, serving, version}, kv_cache when the KV cache is not
+    kept in the model's dtype (eval.kv_cache_dtype; absent otherwise, so earlier records still match), and the
+    merge check that let merged weights stand in for the adapter (evaluate/merge_check.py)."""
     how = serving(backend, checkpoint, merge_lora)
     record = {"backend": backend, "serving": how, "version": EVALUATOR_VERSIONS[how]}
-    return record if kv_cache_dtype == "auto" else record | {"kv_cache": kv_cache_dtype}
+    if kv_cache_dtype != "auto":
+        record["kv_cache"] = kv_cache_dtype
+    if merge_check is not None and how == "vllm merge_lora":
+        record["merge_check"] = merge_check
+    return record
 
 
 def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool) -> str | None:
@@ -132,6 +138,10 @@ def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: boo
         if record.get("serving") == "vllm merge_lora" and evaluation.get("timing", {}).get("engine") == ON_ROLLOUT_ENGINE:
             return ("it was scored with eval.merge_lora=true on the trainer's rollout engine, which served the base "
                     "weights, not the merged checkpoint (before 2026-12-03)")
+        failed = record.get("merge_check")
+        if isinstance(failed, dict) and not failed.get("passed"):
+            return (f"its merged weights failed the merge check (mean |Δ log p| {failed.get('mean_abs_diff')} > "
+                    f"{failed.get('tolerance')}); it is evaluated again with the adapter as a LoRARequest")
         current = EVALUATOR_VERSIONS.get(record.get("serving"))
         if current is None or record.get("version") != current:
             return (f"its evaluator ({record.get('backend')}, {record.get('serving')}, version "

@@ -20,7 +20,8 @@ from opsd_sweep.run.identity import content_identity, path_identity
 # model.path, data.path and eval.path do enter it, as the identity of what they name (run/identity.py).
 NON_SEMANTIC_FIELDS = ("results_root", "group", "cache_dir", "force", "rerun_failed", "anchor")
 NON_SEMANTIC_SUBFIELDS = {"eval": ("batch_size", "max_num_seqs", "backend", "shard_size", "engines", "tensor_parallel_size",
-                                   "gpu_memory_utilization", "max_model_len", "hf_cache",
+                                   "gpu_memory_utilization", "max_model_len", "hf_cache", "engine",
+                                   "merge_check", "merge_tolerance",
                                    "grade_workers", "average_last"),
                           "rollout": ("backend", "gpu_memory_utilization", "vllm_sleep"), "loss": ("chunk_size",),
                           "train": ("compile", "fp32_matmul", "strategy", "report_to", "wandb_project", "stop_on_collapse",

@@ -3,7 +3,10 @@
 - Sleep (`rollout.vllm_sleep`, null = auto): offloading the engine's weights and dropping its KV cache
   around every training step costs ~0.6 s a step on an H200, so auto sleeps only when the engine's
   share of the GPU plus the trainer's estimated peak would not fit in the free memory.
-- One engine per cycle: when the evaluation would also run on vLLM with one engine of one GPU (a
+- The evaluation's engine (eval.engine): by default (own) the eval phase starts an engine of its own on
+  the GPU memory training frees, at eval.gpu_memory_utilization; a long evaluation reads its KV cache at
+  that share's batch instead of the rollout engine's (BENCHMARKS.md: the eval levers).
+- eval.engine=rollout, one engine per cycle: when the evaluation would also run on vLLM with one engine of one GPU (a
   1-GPU cycle) and a KV cache of the rollouts' dtype (eval./rollout.kv_cache_dtype), the rollout engine
   evaluates the final checkpoint at the end of the train phase, saving the eval phase's process and
   engine start: served with a LoRARequest on the restored base weights, or (eval.merge_lora=true) with
@@ -46,6 +49,9 @@ def rollout_engine_serves_eval(run: RunConfig, world_size: int) -> tuple[bool, s
     """Whether the rollout engine evaluates the final checkpoint (one engine per cycle), and why."""
     e, r = run.eval, run.rollout
     eval_backend, _ = resolve_backend(e.backend, has_gpus=True, key="eval.backend")
+    if e.engine == "own":
+        return False, ("eval.engine=own: the eval phase starts an engine on the GPU memory training frees "
+                       f"(eval.gpu_memory_utilization={e.gpu_memory_utilization})")
     if e.kv_cache_dtype != r.kv_cache_dtype:  # an engine's KV cache has one dtype
         return False, (f"eval.kv_cache_dtype={e.kv_cache_dtype}, rollout.kv_cache_dtype={r.kv_cache_dtype}: the eval "
                        "phase starts its own engine")

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from opsd_sweep.config import RunConfig
-from opsd_sweep.evaluate.vllm_engine import rank_bound
+from opsd_sweep.evaluate.vllm_engine import lora_request, rank_bound
 from opsd_sweep.train.rollout import Rollouts, trim_completion
 from opsd_sweep.worker import warm
 
@@ -63,7 +63,9 @@ def start_engine(run: RunConfig, device, rank: int, sleep: bool, max_model_len: 
                   distributed_executor_backend="external_launcher",
                   gpu_memory_utilization=run.rollout.gpu_memory_utilization, enable_lora=True,
                   max_lora_rank=rank_bound(run.train.lora.r), max_loras=1, seed=run.seed + rank,
-                  enable_sleep_mode=sleep, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                  # sleep mode always: with eval.engine=own a phase worker's kept engine sleeps through the eval
+                  # phase, so that the evaluation's own engine gets the GPU memory it held
+                  enable_sleep_mode=True, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
                   kv_cache_dtype=run.rollout.kv_cache_dtype)
     engine_names = llm.apply_model(lambda model: [n for n, _ in model.named_parameters()])[0]
     return RolloutEngine(llm, engine_bytes=torch.cuda.memory_allocated(device) - before,
@@ -168,6 +170,29 @@ class VLLMRollout:
                                "engine serves")
         engine_names = {f"{name}.weight": f"{name}{self.engine.base_layer_infix}.weight" for name, _ in self.lora_layers}
         self._load(projection_weights(model_dir, engine_names, self.device))
+
+    def sleep(self) -> None:
+        """Hand the GPU memory back until the next rollout: weights to the CPU, KV cache dropped (wake_up
+        restores them)."""
+        if self.engine.awake:
+            self.llm.sleep(level=1)
+            self.engine.awake = False
+
+    def prompt_logprobs(self, prompts: list[list[int]], adapter: Path | None) -> list[list[float]]:
+        """log p(prompt[i] | prompt[:i]) at every position i >= 1 of each prompt as the engine serves it now,
+        with `adapter` on top as a LoRARequest (None: the weights alone); raw logits, temperature 1."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        self._wake()
+        request = lora_request(str(adapter)) if adapter is not None else None
+        params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0, detokenize=False)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
+                                    lora_request=request, use_tqdm=False)
+        if request is not None:
+            self.llm.llm_engine.remove_lora(request.lora_int_id)
+        return [[out.prompt_logprobs[i][ids[i]].logprob for i in range(1, len(ids))]
+                for out, ids in zip(outputs, prompts)]
 
     def _load(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
         self._wake()

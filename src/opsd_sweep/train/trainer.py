@@ -24,6 +24,10 @@ import torch
 from opsd_sweep import collapse
 from opsd_sweep.config import RunConfig
 from opsd_sweep.data import DatasetUnavailableError, load_rows
+from opsd_sweep.evaluate.datasets import load_problems
+from opsd_sweep.evaluate.evaluator import engine_spec, evaluate_run, merge_adapter
+from opsd_sweep.evaluate.merge_check import MERGED_DIR, compare_logprobs, write_check
+from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.modeling import ModelUnavailableError, eos_token_ids, load_model, load_tokenizer
 from opsd_sweep.prompts import render_prompt_ids
 from opsd_sweep.run.rundir import RunDir, atomic_write_text
@@ -43,6 +47,7 @@ from opsd_sweep.trackers import open_tracker
 from opsd_sweep.worker import warm
 
 PHASES = ("rollout", "teacher", "student", "loss", "backward", "optimizer", "weight_sync")
+MAX_CHECK_PROMPTS = 64  # the merge check's eval prompts (AIME's 30 all; a suite's first 64)
 
 
 class OPSDTrainer:
@@ -329,18 +334,39 @@ class OPSDTrainer:
             _truncate_metrics(self.run_dir.metrics, self.step)
         self.accelerator.print(f"resumed from {path} at step {self.step}")
 
-    def evaluate_final(self) -> None:
-        """One engine per cycle (engine_plan): the rollout engine evaluates the final checkpoint, served
-        exactly as the eval phase would: the base weights restored with the adapter as a LoRARequest, or
-        (eval.merge_lora=true) the evaluator's merged model dir loaded, served without LoRA."""
-        if self.engine_plan is None or not self.engine_plan.serves_eval:
+    def after_training(self) -> None:
+        """The rollout engine's last work (engine_plan): the merge check of the final checkpoint
+        (eval.merge_check), then, with eval.engine=rollout, its evaluation, served exactly as the eval phase
+        would: the base weights restored with the adapter as a LoRARequest, or the merged model dir loaded."""
+        if self.engine_plan is None:
             return
-        from opsd_sweep.evaluate.evaluator import evaluate_run
-
         self.model = self.optimizer = self.scheduler = None  # training is over: release its GPU memory
         self.accelerator.free_memory()
-        print("[train] evaluating the final checkpoint with the rollout engine", flush=True)
-        evaluate_run(self.run, self.run_dir, self.run_dir.latest_checkpoint(), attach=self._eval_engine)
+        final = self.run_dir.latest_checkpoint()
+        if self.accelerator.is_main_process and self.run.eval.merge_check and not self.run.eval.merge_lora:
+            self._check_merge(final)
+        if self.engine_plan.serves_eval:
+            print("[train] evaluating the final checkpoint with the rollout engine", flush=True)
+            evaluate_run(self.run, self.run_dir, final, attach=self._eval_engine)
+
+    def _check_merge(self, final: Path) -> None:
+        """Merge the final checkpoint (as the evaluator serves it) and score the run's eval prompts with the
+        adapter as a LoRARequest, with the merged weights and with the base weights (merge_check.py)."""
+        e = self.run.eval
+        merged = merge_adapter(engine_spec(self.run, final), self.run_dir.eval_dir / MERGED_DIR)
+        prompts = render_eval_prompts(self.tokenizer, e, load_problems(e))[:MAX_CHECK_PROMPTS]
+        self.rollout.restore_base()
+        with_adapter = self.rollout.prompt_logprobs(prompts, adapter=final)
+        base = self.rollout.prompt_logprobs(prompts, adapter=None)
+        self.rollout.serve_model_dir(Path(merged.model_path))
+        merged_lps = self.rollout.prompt_logprobs(prompts, adapter=None)
+        self.rollout.restore_base()
+        figures = compare_logprobs(with_adapter, merged_lps, base, e.merge_tolerance)
+        write_check(self.run_dir.eval_dir, final, figures)
+        print(f"[train] merge check of {final.name}: mean |Δ log p| merged vs LoRARequest {figures['mean_abs_diff']} "
+              f"(max {figures['max_abs_diff']}) over {figures['positions']} positions of {figures['prompts']} eval "
+              f"prompts, tolerance {e.merge_tolerance}: {'passed' if figures['passed'] else 'FAILED'}; the adapter "
+              f"itself moves them {figures['adapter_mean_abs_effect']}", flush=True)
 
     def _eval_engine(self, spec):
         """The rollout engine holding the weights `spec` is served from (one call per checkpoint evaluated)."""
@@ -357,6 +383,8 @@ class OPSDTrainer:
         if warm.active():  # a kept engine gets the base weights back; it keeps its process group
             if self.backend == "vllm":  # always: a collapsed run is not evaluated, and its engine holds its student
                 self.rollout.restore_base()
+                if not self.engine_plan.serves_eval:  # the eval phase's own engine gets the memory it holds
+                    self.rollout.sleep()
         else:
             # end_training destroys the process group; a rank that destroys it while another still uses it (rank 0
             # hosts the store) can abort the other (a 2-process gloo cycle once ended SIGABRT after its last step)
@@ -408,5 +436,5 @@ def main(run_dir: str | Path) -> None:
     with fp32_matmul(run.train.fp32_matmul):  # the steps only: never the engine's start or the evaluation
         collapsed = trainer.train()
     if collapsed is None:  # a collapsed run is not evaluated
-        trainer.evaluate_final()
+        trainer.after_training()
     trainer.cleanup()
