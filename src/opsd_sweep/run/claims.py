@@ -7,12 +7,11 @@ import json
 import os
 import socket
 import subprocess
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from opsd_sweep.run.rundir import RunDir, atomic_write_json, read_json, read_json_or_none, utc_now
+from opsd_sweep.run.rundir import RunDir, atomic_write_json, new_file, read_json, read_json_or_none, utc_now
 
 # --- owners: who runs a run, and are they still alive -------------------------------------------
 
@@ -160,7 +159,7 @@ def current_owner(run_dir: RunDir) -> dict | None:
 
 def _create_exclusive(path: Path, data: dict) -> bool:
     """Create `path` with its full content in one step; False if the name exists."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".claim-", suffix=".tmp")
+    fd, tmp = new_file(path.parent, prefix=".claim-", suffix=".tmp")  # the mode open() gives: readable by others
     try:
         with os.fdopen(fd, "w") as handle:
             json.dump(data, handle)

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-import tempfile
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,11 +37,48 @@ STATES = ("pending", "training", "evaluating", "interrupted", "done", "collapsed
 
 # --- atomic files --------------------------------------------------------------------------------
 
+def new_file(directory: Path | str, prefix: str, suffix: str) -> tuple[int, str]:
+    """(descriptor open for writing, path) of a new file in `directory` with a random name, created with the mode
+    open() gives a new file (0o666 less the umask: 0644 under umask 022), not mkstemp's 0600, so a colleague
+    can read the run files (status.json, eval.json, claims) that a temp file becomes by rename."""
+    for _ in range(100):
+        path = os.path.join(directory, f"{prefix}{uuid.uuid4().hex[:12]}{suffix}")
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp file name {prefix}*{suffix} in {directory}")
+
+
+def umask_mode() -> int:
+    """The mode open() gives a new file in this process: 0o666 less the umask (Linux: read from /proc, so the
+    umask is never changed to read it, even for a moment another thread could create a file in)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def give_umask_mode(directory: Path) -> None:
+    """Give every file directly in `directory` the mode open() would (umask_mode): for files a library wrote
+    0600 through its own temp file (safetensors' adapter_model.safetensors)."""
+    mode = umask_mode()
+    for path in directory.iterdir():
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, mode)
+
+
 def atomic_write_text(path: Path | str, text: str) -> None:
-    """Write via a temp file in the same directory and rename over: readers never see half a file."""
+    """Write via a temp file in the same directory and rename over: readers never see half a file. The file
+    gets the mode open() would give it (new_file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = new_file(path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from opsd_sweep.run.rundir import atomic_write_json, read_json
+from opsd_sweep.run.rundir import atomic_write_json, give_umask_mode, read_json
 
 
 def rng_state() -> dict:
@@ -58,6 +58,7 @@ def save_checkpoint(path: Path, *, accelerator, save_adapter: Callable[[Path], N
     acc.wait_for_everyone()
     if acc.is_main_process:
         atomic_write_json(tmp / "trainer_state.json", {"step": step, "world_size": acc.num_processes})
+        give_umask_mode(tmp)  # safetensors writes the adapter 0600 through a temp file of its own
         shutil.rmtree(path, ignore_errors=True)  # same step from an earlier attempt
         os.replace(tmp, path)
     acc.wait_for_everyone()
