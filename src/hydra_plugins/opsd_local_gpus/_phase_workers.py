@@ -1,6 +1,7 @@
 """Warm phase workers (opsd_sweep.worker) for the local launcher: one per GPU set of a 1-GPU job and
 one per running CPU-only job, started when a job first needs one, handed from job to job, stopped when
 the sweep ends or is interrupted. A job learns its worker from the environment (ADDRESS, PID).
+Their sockets live in one temp dir per launcher, removed when the launcher ends, even killed (REAPER).
 
 The launcher binds each worker's listening socket before starting it, so a job can connect at once. A
 worker that died (killed, or ended after a failed phase) is replaced at the next job on its GPUs; an
@@ -48,6 +49,11 @@ class PhaseWorker:
         self.process.wait()
 
 
+# Removes the socket dir (argv[1]) once its stdin, a pipe the launcher holds open, ends: when the launcher exits
+# by any road, a SIGKILL of its whole process group included (this process has a session of its own).
+REAPER = "import shutil, sys; sys.stdin.buffer.read(); shutil.rmtree(sys.argv[1], ignore_errors=True)"
+
+
 class PhaseWorkers:
     def __init__(self, log_dir: Path):
         self.log_dir = log_dir
@@ -55,6 +61,14 @@ class PhaseWorkers:
         self.idle: list[PhaseWorker] = []
         self.busy: list[PhaseWorker] = []
         self.started = 0
+        # stop_all removes the dir; the reaper removes it when stop_all never runs (the launcher killed)
+        read_end, self._reaper_pipe = os.pipe()  # not inherited by exec'd children: only the launcher holds it
+        try:
+            self._reaper = subprocess.Popen([sys.executable, "-S", "-c", REAPER, str(self.socket_dir)],
+                                            stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                            start_new_session=True)
+        finally:
+            os.close(read_end)
 
     def take(self, gpus: list[str], env: dict[str, str]) -> PhaseWorker | None:
         """A worker for a job on `gpus` (one GPU, or none: a CPU job) started with the job's `env`; None for a
@@ -87,6 +101,13 @@ class PhaseWorkers:
             worker.stop()
         self.idle, self.busy = [], []
         shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self._reaper_pipe is not None:
+            os.close(self._reaper_pipe)  # the reaper finds the dir gone and ends
+            self._reaper_pipe = None
+            try:
+                self._reaper.wait(5)  # a job process the launcher could not stop still holds the pipe: not ours
+            except subprocess.TimeoutExpired:
+                pass
 
     def _start(self, key: tuple[str, ...], env: dict[str, str]) -> PhaseWorker:
         self.started += 1
