@@ -425,7 +425,8 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def render(rows: list[RunRow], root: Path) -> Group:
+def render(rows: list[RunRow], root: Path | str) -> Group:
+    """The table of `rows` under its title, `root` as the user gave it (summary.md's paths are spelled so too)."""
     rows = sorted(rows, key=lambda r: (ORDER.index(r.state) if r.state in ORDER else len(ORDER), r.name))
     table = Table(title=f"runs under {root}", title_justify="left")
     table.add_column("run", overflow="fold")
@@ -472,9 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=5.0,
                         help="seconds between readings with --watch or --wait-for (default 5)")
     args = parser.parse_args(argv)
-    root = Path(args.results_root).absolute()
+    root, shown = Path(args.results_root).absolute(), args.results_root  # the table says it as given
     if not root.is_dir():
-        parser.error(f"no results root at {root}; pass the folder your sweeps write to (results_root)")
+        parser.error(f"no results root at {shown}; pass the folder your sweeps write to (results_root)")
     if args.watch and (args.json or args.wait_for):
         parser.error("--watch shows a live table; it does not combine with --json or --wait-for")
     if args.interval <= 0 or (args.timeout is not None and args.timeout < 0):
@@ -493,26 +494,26 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as err:  # Ctrl-C ends a wait: no traceback, no half-printed output
             print("[status] interrupted", file=sys.stderr, flush=True)
             return exit_code(err)
-        _print(final, root, args.json, console)
+        _print(final, root, args.json, console, shown)
         return code
     if not args.watch:
-        _print(rows(), root, args.json, console)
+        _print(rows(), root, args.json, console, shown)
         return MET
-    with Live(render(rows(), root), console=console, auto_refresh=False) as live:
+    with Live(render(rows(), shown), console=console, auto_refresh=False) as live:
         try:
             while True:
                 time.sleep(args.interval)
-                live.update(render(rows(), root), refresh=True)
+                live.update(render(rows(), shown), refresh=True)
         except KeyboardInterrupt:
             pass  # Ctrl-C is how a watch ends: leave the last snapshot on screen, no traceback
     return MET
 
 
-def _print(rows: list[RunRow], root: Path, as_json: bool, console) -> None:
-    if as_json:
+def _print(rows: list[RunRow], root: Path, as_json: bool, console, shown: str) -> None:
+    if as_json:  # the JSON's root stays absolute (schema_version 1)
         print(json.dumps(status_json(rows, root), indent=2), flush=True)
     else:
-        console.print(render(rows, root))
+        console.print(render(rows, shown))
 
 
 def wait_for(condition: str, root: Path, read, timeout: float | None,

@@ -284,10 +284,13 @@ def slug(text: str) -> str:
 
 
 def overlay(arm: Arm, suite: dict[str, dict]) -> tuple[dict, str]:
-    """(the config overlay of an arm, its group): the arm's saved config with its eval scored on `suite`, its
-    runs under <sweep group>-confirm/<label>-<hash8 of the overlay> (another suite or config: another folder)."""
+    """(the config overlay of an arm, its group): the arm's saved config with its eval scored on `suite` (and
+    named after its members), its runs under <sweep group>-confirm/<label>-<hash8 of the overlay> (another suite
+    or config: another folder)."""
     config = {k: v for k, v in arm.config.items() if k not in ("seed", "force", "rerun_failed", "hydra")}
-    config["eval"] = {**config["eval"], "suite": suite}
+    # named for what it scores (the run's console lines, eval.json's dataset, the summary's title), not the
+    # sweep's one benchmark, as conf/eval/math_suite.yaml names its suite
+    config["eval"] = {**config["eval"], "suite": suite, "name": " + ".join(suite)}
     digest = hashlib.sha256(json.dumps({k: v for k, v in config.items() if k not in ("results_root", "group")},
                                        sort_keys=True, default=str).encode()).hexdigest()[:8]
     group = f"{Path(arm.group).as_posix()}{CONFIRM_SUFFIX}/{slug(arm.label)}-{digest}"

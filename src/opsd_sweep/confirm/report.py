@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -119,9 +120,24 @@ def _f(value, fmt: str = "+.2f") -> str:
     return "n/a" if value is None or value != value else format(value, fmt)
 
 
+def as_given(path: str, results_dir: str) -> str:
+    """`path` spelled from RESULTS_DIR as the user gave it, as summary.md spells its paths from the roots it was
+    given: results/tiny-demo gives results/tiny-demo-confirm/<arm> for the confirmation folder beside it. An
+    absolute RESULTS_DIR, or a path outside the folders the relative one names, leaves `path` as it is."""
+    given = Path(results_dir)
+    if given.is_absolute():
+        return path
+    target, here = Path(path).resolve(), given.resolve()
+    for up, folder in enumerate([here, *here.parents][:len(given.parts) + 1]):
+        if target.is_relative_to(folder):
+            return os.path.normpath(given.joinpath(*[".."] * up, target.relative_to(folder)))
+    return path
+
+
 def markdown(result: dict) -> str:
     """confirm.md: what ran, the locked check, per benchmark the paired and Welch intervals, the verdict."""
     plan, level = result["plan"], result["level"]
+    folders = {role: as_given(folder, plan["results_dir"]) for role, folder in plan["folders"].items()}
     pct = f"{100 * level:.4g}%"  # 97.5% at a second look
     est = result["sweep_estimate"]
     lines = [f"# Confirmation of {plan['config']!r} against {plan['baseline']!r}", "",
@@ -130,7 +146,7 @@ def markdown(result: dict) -> str:
              f"baseline: {plan['baseline_how']}.",
              f"- Fresh seeds {plan['seeds']} for both arms (seed count: {plan['seeds_how']}); the sweep's seeds go "
              f"up to {plan['largest_sweep_seed']}, so none is reused.",
-             f"- Runs: {plan['folders']['config']} and {plan['folders']['baseline']} (rerun the same command to "
+             f"- Runs: {folders['config']} and {folders['baseline']} (rerun the same command to "
              "finish or resume them; finished runs are skipped).", ""]
     locked = result["locked"]
     if locked["locked"]:
