@@ -58,17 +58,43 @@ def exit_how(returncode: int) -> str:
 
 
 ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")  # torchrun's prefix of each rank's lines
+# Launchers' reports that a child failed (torch.distributed.elastic, accelerate's simple launcher): the child's
+# own exception, printed above them, is the cause.
+WRAPPER_ERRORS = re.compile(r"^[\w.]*(ChildFailedError|CalledProcessError)\b")
 
 
 def last_error_line(log: Path) -> str | None:
     """What the phase said last in this attempt's part of its log: its exception line if it printed a
-    traceback, else its last line (e.g. a SystemExit message); progress-bar redraws are skipped."""
+    traceback, else its last line (e.g. a SystemExit message); progress-bar redraws are skipped. Under a
+    multi-process launch the cause is the failed rank's own exception, not the launcher's ChildFailedError
+    (the root cause's rank first); with none printed (a rank killed), the launcher's line and the root cause."""
     section = log.read_text(errors="replace").rsplit(" ===\n", 1)[-1]  # after this attempt's header
     lines = [line.rsplit("\r", 1)[-1].strip() for line in section.splitlines()]
     lines = [line for line in lines if line]
-    errors = [line for line in lines if ERROR_LINE.match(line)]
-    said = errors[-1] if errors else lines[-1] if lines else None
+    ranked = [(match.group(1) if (match := RANK_PREFIX.match(line)) else None, RANK_PREFIX.sub("", line))
+              for line in lines]
+    errors = [(rank, line) for rank, line in ranked if ERROR_LINE.match(line)]
+    causes = [(rank, line) for rank, line in errors if not WRAPPER_ERRORS.match(line)]
+    root_rank, root_exit = _root_cause(lines)
+    if causes:
+        said = next((line for rank, line in reversed(causes) if rank == root_rank), causes[-1][1])
+    elif errors:
+        said = errors[-1][1].rstrip(": ") + (f"; root cause: rank {root_rank} {root_exit}" if root_rank else "")
+    else:
+        said = lines[-1] if lines else None
     return said[:300] if said else None
+
+
+def _root_cause(lines: list[str]) -> tuple[str | None, str]:
+    """The rank torch.distributed.elastic names under 'Root Cause (first observed failure)' and how it ended
+    ('exitcode -9 (SIGKILL)'); (None, '') where it names none."""
+    start = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), len(lines))
+    block = "\n".join(lines[start:start + 8])
+    rank = re.search(r"^rank\s*:\s*(\d+)", block, re.M)
+    code = re.search(r"^exitcode\s*:\s*(-?\d+)[^\n]*?(\(SIG\w+\))?$", block, re.M)
+    how = "" if code is None else f"exitcode {code.group(1)}" + (f" {code.group(2)}" if code.group(2) else "")
+    return (rank.group(1) if rank else None), how
 
 
 def locate(run: RunConfig) -> Location:
