@@ -19,7 +19,7 @@ SIM = ["executor=simulate", "group=basic"]  # synthetic cycles: a grid that is n
      ["would all be the one run", "#0 executor=simulate group=basic learning_rate=0.01 seed=1, "
                                 "#1 executor=simulate group=basic learning_rate=0.01 seed=1:"]),
     # the bad seed is job #1: job #0 must not run before it is seen
-    ([*SIM, "seed=1,-1"], ["1 of 2 jobs cannot run", "#1 executor=simulate group=basic seed=-1:",
+    ([*SIM, "seed=1,-1"], ["1 of 2 jobs cannot run", "#1 seed=-1:",
                               "seed=-1 must be in [0, 4294967295]"]),
     # the tiny profile's loss never clips: the two values are one config
     (["profile=tiny", "clip=0.05,0.5", "seed=1"], ["clip=0.05,0.5 would be 2 configs that are one",

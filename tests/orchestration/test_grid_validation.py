@@ -10,8 +10,9 @@ from tests.conftest import run_sweep
 @pytest.mark.parametrize("grid, expected, unexpected", [
     (["train.max_step=3", "seed=1,2"], ["unknown config key 'train.max_step'", "did you mean 'train.max_steps'?"], []),
     (["learning_rate=-1,1e-3", "seed=1,2"],
-     ["the sweep was not started: 2 of 4 jobs cannot run.", "#0 profile=tiny learning_rate=-1 seed=1",
-      "#1 profile=tiny learning_rate=-1 seed=2", "learning_rate=-1.0 must be > 0"], ["#2", "#3"]),
+     # the problem is named by the override it comes from, with the jobs it hits
+     ["the sweep was not started: 2 of 4 jobs cannot run.", "* learning_rate=-1 (#0, #1):\n"
+      "    learning_rate=-1.0 must be > 0"], ["#2", "#3"]),
     (["train.global_batch_size=16", "seed=1,2"],
      ["train.global_batch_size=16 != GPUs 1 x per_device_batch_size 8 x grad_accum_steps 1 = 8"], []),
     (["train.num_gpus=2", "train.global_batch_size=16", "seed=1,2", "hydra.launcher.gpus=[0]"],

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from opsd_sweep.config import RunConfig, load_run_config
 from opsd_sweep.inert import inert_twin_problems
 
+from ._slots import discover_gpus
 from .config import LocalGpusConf, OpsdSlurmConf
 
 
@@ -30,7 +31,12 @@ NOTHING_DONE = "Nothing was run or written."  # the last line of a refusal, as p
 
 # Compact: Hydra prints only the message of these errors, which says everything (no traceback).
 class SweepConfigError(CompactHydraException, ValueError):
-    """Some jobs of the sweep cannot run; nothing was started. The message lists each problem."""
+    """Some jobs of the sweep cannot run; nothing was started. The message lists each problem; `problems` maps
+    each problem to the jobs it hits, named (describe_problems), for a caller that words the refusal itself."""
+
+    def __init__(self, message: str, problems: dict[str, list[str]] | None = None):
+        super().__init__(message)
+        self.problems = problems or {}
 
 
 class JobFailedError(CompactHydraException, RuntimeError):
@@ -110,10 +116,9 @@ def remove_empty_folders(start: Path) -> None:
 
 def plan_jobs(config_loader: ConfigLoader, config: DictConfig, job_overrides: Sequence[Sequence[str]],
               initial_job_idx: int, hooks: ModuleType | None, job_id: str) -> list[PlannedJob]:
-    """Compose every job (Hydra's launch contract: load_sweep_config, job.id, job.num) and check it with
-    the hooks; raise one SweepConfigError naming every invalid job."""
-    jobs, problems = [], {}
-    by_run: dict[str, list[PlannedJob]] = {}  # jobs by the run they would run
+    """Compose every job (Hydra's launch contract: load_sweep_config, job.id, job.num) and check them all
+    (check_jobs); raise one SweepConfigError naming every invalid job."""
+    jobs, failed = [], {}
     for offset, overrides in enumerate(job_overrides):
         num = initial_job_idx + offset
         try:
@@ -121,17 +126,40 @@ def plan_jobs(config_loader: ConfigLoader, config: DictConfig, job_overrides: Se
             with open_dict(cfg):
                 cfg.hydra.job.id = job_id.format(num=num)
                 cfg.hydra.job.num = num
-            # a launcher without GPU slots (hydra/launcher=basic) has no gpus_per_job: its jobs take none of ours
-            job = PlannedJob(num, list(overrides), cfg, int(OmegaConf.select(cfg, "hydra.launcher.gpus_per_job",
-                                                                             default=0)))
-            HydraConfig.instance().set_config(cfg)  # the hooks see the job's HydraConfig, as the job will
+            jobs.append(PlannedJob(num, list(overrides), cfg, job_gpus(cfg)))
+        except Exception as err:  # gather every problem, then report them together
+            failed[num] = err
+    return check_jobs(jobs, hooks, [list(o) for o in job_overrides], initial_job_idx, failed)
+
+
+def job_gpus(cfg: DictConfig) -> int:
+    """The GPUs a composed job asks for (hydra.launcher.gpus_per_job); a launcher without GPU slots
+    (hydra/launcher=basic) has no gpus_per_job: its jobs take none of ours."""
+    return int(OmegaConf.select(cfg, "hydra.launcher.gpus_per_job", default=0))
+
+
+def check_jobs(jobs: list[PlannedJob], hooks: ModuleType | None, grid: list[list[str]], initial_job_idx: int = 0,
+               failed: dict[int, Exception] | None = None) -> list[PlannedJob]:
+    """Check composed jobs with the hooks (validate_job), refuse jobs that would run one run and grid points that
+    differ only in inert settings; raise one SweepConfigError naming every problem with the jobs it hits. `grid`
+    is every job's overrides (job initial_job_idx + i); `failed` the jobs that did not even compose, by number."""
+    errors = dict(failed or {})
+    by_run: dict[str, list[PlannedJob]] = {}  # jobs by the run they would run
+    for job in jobs:
+        try:
+            HydraConfig.instance().set_config(job.config)  # the hooks see the job's HydraConfig, as the job will
             run = hooks.validate_job(job.task_config()) if hooks is not None else None
         except Exception as err:  # gather every problem, then report them together
-            problems.setdefault(str(err).strip(), []).append(f"#{num} {' '.join(overrides)}")
+            errors[job.num] = err
             continue
-        jobs.append(job)
         if run is not None:
             by_run.setdefault(str(run), []).append(job)
+    hit: dict[str, list[int]] = {}  # each problem, once, with every job it hits (a job may have several)
+    for num in sorted(errors):
+        for problem in problems_of(errors[num]):
+            hit.setdefault(problem, []).append(num)
+    problems = {problem: [name_jobs(nums, grid, initial_job_idx)] for problem, nums in hit.items()}
+    refused = set(errors)
     for run, same in by_run.items():
         if len(same) > 1:
             common = set.intersection(*(set(job.overrides) for job in same))
@@ -141,11 +169,44 @@ def plan_jobs(config_loader: ConfigLoader, config: DictConfig, job_overrides: Se
                 # overrides Hydra read as one value (1e-2 and 0.01) have no difference to show: show them whole
                 f"#{job.num} " + (" ".join(o for o in job.overrides if o not in common) or " ".join(job.overrides))
                 for job in same)
-    shared = set.intersection(*(set(job.overrides) for job in jobs)) if jobs else set()
-    problems.update(inert_twin_problems([_loaded(same[0], shared) for same in by_run.values()]))  # one job per run
+            refused.update(job.num for job in same)
+    if len(by_run) > 1:  # twins in inert settings need two runs
+        valid = [same[0] for same in by_run.values()]  # one job per run
+        shared = set.intersection(*(set(job.overrides) for same in by_run.values() for job in same))
+        labelled = {label: (job.num, run) for job in valid for label, run in [_loaded(job, shared)]}
+        twins = inert_twin_problems([(label, run) for label, (_, run) in labelled.items()])
+        problems.update(twins)
+        refused.update(labelled[label][0] for labels in twins.values() for label in labels)
     if problems:
-        raise SweepConfigError(describe_problems(problems, len(job_overrides)))
-    return jobs
+        raise SweepConfigError(describe_problems(problems, len(grid), len(refused)), problems)
+    return [job for job in jobs if job.num not in errors]
+
+
+def problems_of(err: Exception) -> list[str]:
+    """The problems an error names: each item of a ConfigError's list ('invalid run config:\n  - a\n  - b'), so
+    that each problem is reported with every job it hits and none under another's message; else its whole text."""
+    text = str(err).strip()
+    head, *items = text.split("\n  - ")
+    return items if items and head.endswith(":") and "\n" not in head else [text]
+
+
+def name_jobs(nums: list[int], grid: list[list[str]], initial_job_idx: int = 0) -> str:
+    """The jobs one problem hits, named by the overrides it comes from: the ones they all have that not every job
+    of the grid has ('learning_rate=-1 (#0, #1)'), else each job by its own overrides ('#3 seed=-1'); all jobs of a
+    larger grid as 'every job (#0, #1)'; the one job of a grid of one by all its overrides."""
+    overrides = {num: grid[num - initial_job_idx] for num in nums}
+    if len(grid) == 1:
+        return f"#{nums[0]} " + (" ".join(overrides[nums[0]]) or "(no overrides)")
+    numbers = ", ".join(f"#{num}" for num in nums[:6]) + (f" and {len(nums) - 6} more" if len(nums) > 6 else "")
+    if len(nums) == len(grid):
+        return f"every job ({numbers})"
+    everywhere = set.intersection(*map(set, grid))
+    own = {num: [o for o in overrides[num] if o not in everywhere] or overrides[num] for num in nums}
+    common = [o for o in own[nums[0]] if all(o in own[num] for num in nums)]
+    if len(nums) > 1 and common:
+        return f"{' '.join(common)} ({numbers})"
+    shown = ", ".join(f"#{num} {' '.join(own[num])}" for num in nums[:3])
+    return shown + (f" and {len(nums) - 3} more" if len(nums) > 3 else "")
 
 
 def _loaded(job: PlannedJob, shared: set[str]) -> tuple[str, RunConfig]:
@@ -155,14 +216,24 @@ def _loaded(job: PlannedJob, shared: set[str]) -> tuple[str, RunConfig]:
     return f"#{job.num} " + " ".join(o for o in job.overrides if o not in shared), load_run_config(job.task_config())
 
 
-def describe_problems(problems: dict[str, list[str]], total: int) -> str:
-    """One message for the whole grid: each distinct problem once, with the jobs it hits."""
-    hit = sum(len(jobs) for jobs in problems.values())
+def describe_problems(problems: dict[str, list[str]], total: int, refused: int | None = None) -> str:
+    """One message for the whole grid: each distinct problem once, with the jobs it hits (`refused` jobs in all;
+    by default one per name)."""
+    hit = refused if refused is not None else sum(len(jobs) for jobs in problems.values())
     lines = [f"the sweep was not started: {hit} of {total} jobs cannot run."]
     for message, jobs in problems.items():
         shown = ", ".join(jobs[:3]) + (f" and {len(jobs) - 3} more" if len(jobs) > 3 else "")
         lines.append(f"* {shown}:")
         lines.extend("    " + line for line in message.splitlines())
+    return "\n".join(lines)
+
+
+def describe_run_problems(problems: dict[str, list[str]]) -> str:
+    """The same problems for a single job (no -m): there is one job, so each problem alone."""
+    lines = ["the run was not started:"]
+    for message in problems:
+        first, *rest = message.splitlines()
+        lines += [f"* {first}", *("  " + line for line in rest)]
     return "\n".join(lines)
 
 
@@ -175,7 +246,7 @@ def check_gpu_capacity(jobs: list[PlannedJob], capacity: int, where: str, fix: s
         elif job.gpus < 0:
             too_big.setdefault(f"gpus_per_job={job.gpus} must be >= 0", []).append(job.label)
     if too_big:
-        raise SweepConfigError(describe_problems(too_big, len(jobs)))
+        raise SweepConfigError(describe_problems(too_big, len(jobs)), too_big)
 
 
 # --- the same check for launchers that do not run it themselves ---
@@ -189,10 +260,16 @@ class GridCheck(Callback):
     starts any job, for a launcher that does not check it itself (hydra/launcher=basic, submitit's own). Such a
     launcher would run the grid's valid jobs first and stop at the first bad one, or run one run twice under two
     spellings (learning_rate=1e-2,0.01). Only Hydra's basic sweeper's grid is known before it starts; other
-    sweepers (the race) choose their jobs as they go and leave the check to the launcher."""
+    sweepers (the race) choose their jobs as they go and leave the check to the launcher.
 
-    def __init__(self, hooks: str) -> None:
+    A single job (no -m) is checked as a grid of one, before Hydra makes its output dir: the same checks (the
+    hooks' validate_job, with the pre-flight of its sources) and, as the local launcher checks each job of a
+    sweep, its GPUs (hydra.launcher.gpus_per_job) against this machine's, unless `single_job_gpus` is false (the
+    standalone evaluation uses the GPUs it sees). The problems are the ones `-m` names."""
+
+    def __init__(self, hooks: str, single_job_gpus: bool) -> None:
         self.hooks = hooks  # the module with validate_job (as hydra.launcher.hooks of our launchers)
+        self.single_job_gpus = single_job_gpus
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if (config.hydra.launcher.get("_target_") in SELF_CHECKING_LAUNCHERS
@@ -206,6 +283,27 @@ class GridCheck(Callback):
             raise SystemExit(f"{err}\n{NOTHING_DONE}") from None
         finally:
             HydraConfig.instance().set_config(config)  # plan_jobs left the last job's config there
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        overrides = list(config.hydra.overrides.task)
+        job = PlannedJob(0, overrides, config, job_gpus(config))
+        problems: dict[str, list[str]] = {}
+        try:
+            check_jobs([job], importlib.import_module(self.hooks), [overrides])
+        except SweepConfigError as err:
+            problems |= err.problems
+        finally:
+            HydraConfig.instance().set_config(config)
+        if self.single_job_gpus and job.gpus:
+            gpus = discover_gpus(None)  # what the cycle will use: CUDA_VISIBLE_DEVICES, else every GPU
+            try:
+                check_gpu_capacity([job], len(gpus), f"this machine (GPUs {gpus})",
+                                   "lower the job's GPU count (train.num_gpus and the batch sizes) or give it more "
+                                   "GPUs with CUDA_VISIBLE_DEVICES")
+            except SweepConfigError as err:
+                problems |= err.problems
+        if problems:  # as above: exit, before any compute and before any file is written
+            raise SystemExit(f"{describe_run_problems(problems)}\n{NOTHING_DONE}")
 
 
 def basic_sweep_jobs(config: DictConfig, config_loader: ConfigLoader) -> list[list[str]]:
