@@ -66,7 +66,7 @@ def test_a_finished_evaluation_run_again_is_skipped_and_says_so(tiny_cache, tmp_
     capsys.readouterr()
     again = evaluate_standalone(eval_run(tiny_cache, tmp_path))
     out = capsys.readouterr().out
-    assert f"[evaluate] skip {run_dir.path.name}: finished, with today's scores" in out and "avg@" in out
+    assert f"[evaluate] skip {run_dir.path.name}: already done, with today's scores" in out and "avg@" in out
     assert again["created_at"] == first["created_at"] and run_dir.read_status() == status  # nothing rewritten
 
 

@@ -23,6 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from opsd_sweep.cli import check_overrides
 from opsd_sweep.confirm import looks, plan, report, seeds as seeds_advice
 from opsd_sweep.confirm.verdict import paired_difference, verdict, verdict_line
 from opsd_sweep.summarize.collect import collect
@@ -64,6 +65,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args, passthrough = parse_args(sys.argv[1:] if argv is None else argv)
+    # the overrides go to python -m opsd_sweep[.evaluate] (and compose --locked): a typo'd key is refused first
+    check_overrides([*passthrough, *args.locked.split()], "opsd_sweep", prefix="confirm: ")
     try:
         return confirm(args, passthrough)
     except (plan.ConfirmError, ValueError) as err:  # SeedsAdviceError is a ValueError

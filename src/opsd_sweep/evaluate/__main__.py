@@ -7,10 +7,10 @@
 
 import sys
 
+from opsd_sweep.cli import check_overrides
 from opsd_sweep.evaluate.evaluator import main as evaluate_run_dir
 from opsd_sweep.evaluate.standalone import main as evaluate_standalone
 from opsd_sweep.interrupt import exit_code
-from opsd_sweep.config import renamed_key_problem
 
 if __name__ == "__main__":
     args = sys.argv[1:]
@@ -21,9 +21,7 @@ if __name__ == "__main__":
     elif len(args) == 1 and "=" not in args[0] and not args[0].startswith("-"):
         evaluate_run_dir(args[0])
     else:
-        renamed = [f"override {problem}" for arg in args if (problem := renamed_key_problem(arg)) is not None]
-        if renamed:  # before Hydra, whose own error would not name the new key
-            sys.exit("\n".join(renamed))
+        check_overrides(args, "opsd_sweep.evaluate")  # a typo'd key exits here, with the key it meant
         try:
             evaluate_standalone()
         except KeyboardInterrupt as err:  # marked interrupted (standalone.py); finished shards are kept

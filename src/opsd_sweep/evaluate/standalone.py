@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import re
 import shutil
+import traceback
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from opsd_sweep import CONF_DIR
+from opsd_sweep.cli import exit_unless_finished, refuse_config
 from opsd_sweep.config import ConfigError, RunConfig, load_run_config, to_dict
 from opsd_sweep.evaluate.evaluator import evaluate, resolve_weights, summary_line
 from opsd_sweep.evaluate.sampling_plan import ensure_plan, plan_path
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
-from opsd_sweep.run.claims import claim_run, release_run
+from opsd_sweep.run.claims import RunClaimedError, claim_run, release_run
 from opsd_sweep.run.keys import EVAL_ONLY, eval_inputs, eval_key
 from opsd_sweep.run.record import RunRecord, UnreadableRun
 from opsd_sweep.run.rundir import RunDir, atomic_write_text, utc_now
@@ -91,22 +93,47 @@ def finished_evaluation(run_dir: RunDir) -> dict | None:
 
 
 def evaluate_standalone(run: RunConfig) -> dict:
-    """Evaluate unless up to date. Ctrl-C / SIGTERM mark the evaluation interrupted (a rerun resumes its
-    finished shards) and raise on: python -m opsd_sweep.evaluate exits 130 / 143, as a cycle does."""
+    """Evaluate unless up to date; eval.json's dict. Ctrl-C / SIGTERM mark the evaluation interrupted (a rerun
+    resumes its finished shards) and raise on: python -m opsd_sweep.evaluate exits 130 / 143, as a cycle does.
+    A failure is recorded in status.json and raised."""
     with signals_raise():
-        return _evaluate_standalone(run)
+        return _evaluate_standalone(run, locate_eval(run))[0]
 
 
-def _evaluate_standalone(run: RunConfig) -> dict:
-    where = locate_eval(run)
+def standalone_job(run: RunConfig) -> dict:
+    """One job of python -m opsd_sweep.evaluate, answered as run_cycle answers a cycle (the launchers read both
+    alike): key, run_dir, state 'done' | 'failed' | 'skipped' (reason 'done' or 'claimed', and the detail printed),
+    avg_at_n of a scored evaluation, the error of a failed one. A failure is recorded and answered, not raised, as
+    a cycle's: it stops no sweep."""
+    with signals_raise():
+        where = locate_eval(run)
+        answer = {"key": where.key, "run_dir": str(where.run_dir.path)}
+        try:
+            result, skipped = _evaluate_standalone(run, where)
+        except RunClaimedError as err:  # the same evaluation runs elsewhere now
+            print(f"[evaluate] skip {where.run_dir.path.name}: {err}", flush=True)
+            return answer | {"state": "skipped", "reason": "claimed", "detail": str(err)}
+        except Exception as err:  # recorded as failed in status.json (_evaluate_standalone)
+            traceback.print_exc()
+            message = f"{type(err).__name__}: {err}"
+            print(f"[evaluate] FAILED {where.run_dir.path.name}: {message}", flush=True)
+            return answer | {"state": "failed", "error": message}
+    score = {"avg_at_n": result["metrics"]["avg_at_n"]}
+    if skipped:
+        return answer | {"state": "skipped", "reason": "done", "detail": "already done"} | score
+    return answer | {"state": "done"} | score
+
+
+def _evaluate_standalone(run: RunConfig, where: Location) -> tuple[dict, bool]:
+    """(eval.json's dict, whether it was finished before and so skipped)."""
     key, run_dir = where.key, take_over_earlier(where)
     claim = claim_run(run_dir)  # raises RunClaimedError when the same evaluation runs elsewhere now
     try:
         if not run.force and (finished := finished_evaluation(run_dir)) is not None:
-            print(f"[evaluate] skip {run_dir.path.name}: finished, with today's scores (force=true evaluates it "
-                  "again)", flush=True)
+            print(f"[evaluate] skip {run_dir.path.name}: already done, with today's scores (force=true evaluates "
+                  "it again)", flush=True)
             print(summary_line(finished), flush=True)
-            return finished
+            return finished, True
         if run.force:  # from scratch: no eval.json, no finished shards, no plan (only under the claim: never another's)
             shutil.rmtree(run_dir.eval_dir, ignore_errors=True)
             plan_path(run_dir).unlink(missing_ok=True)
@@ -132,17 +159,15 @@ def _evaluate_standalone(run: RunConfig) -> dict:
     finally:
         release_run(claim)
     print(summary_line(result), flush=True)
-    return result
+    return result, False
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="evaluate")  # = config + its --help
-def main(cfg: DictConfig) -> float:
-    from opsd_sweep.__main__ import refuse_config  # the cycle's refusal: one paragraph, nothing left on disk
-
+def main(cfg: DictConfig) -> dict:
     try:
         run = load_eval_config(cfg)  # a bad config fails here, before any model is loaded
     except ConfigError as err:
         refuse_config(err, cfg)
     if run.tiny is not None:
         ensure_tiny_assets(run.tiny)
-    return evaluate_standalone(run)["metrics"]["avg_at_n"]
+    return exit_unless_finished(standalone_job(run))  # a single evaluation that did not finish exits 1
