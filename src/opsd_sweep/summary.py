@@ -3,25 +3,30 @@
 Writes runs.csv, samples.parquet, summary.csv, summary.md and plots/*.png to --out (default: the first
 root) and prints the verdict table; with an in-sweep baseline also transitions.csv and plots/transitions.png
 (per-problem transitions vs the baseline). Each race.jsonl of a racing sweep (in a root or one folder below)
-adds a "## Race" section, plots/race_progress.png and a printed outcome line. Defaults come from
-conf/summary.yaml; every key is a flag here.
+adds a "## Race" section, plots/race_progress.png and a printed outcome line. Runs that scored different sets
+of problems (a sweep's and its confirmation's under one results root) are no one quantity: each set is
+summarised apart, in the folder of its runs (refused, writing nothing, when two sets share a folder). Defaults
+come from conf/summary.yaml; every key is a flag here.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 from tqdm import tqdm
 
 from opsd_sweep.summarize.checkpoints import write_checkpoint_report
 from opsd_sweep.summarize.caps import console_line as cap_warnings
 from opsd_sweep.summarize.collapses import console_line
-from opsd_sweep.summarize.collect import collect, left_out_line
+from opsd_sweep.summarize.collect import Collection, collect, left_out_line
 from opsd_sweep.summarize.config_stats import analyse
+from opsd_sweep.summarize.metric_scope import check_one_problem_set, folders_apart, problem_sets
 from opsd_sweep.summarize.plots import write_plots, write_race_plots
 from opsd_sweep.summarize.races import (declared_baseline_labels, find_race_logs, outcome_line, read_race,
                                        simulated_run_dirs)
@@ -82,18 +87,73 @@ def main(argv: list[str] | None = None) -> None:
         settings = parse_args(argv)
         # a bad anchor name fails before the scan; auto needs the runs
         anchor = None if settings.anchor == AUTO else load_anchor(settings.anchor)
-        collection = collect(settings.roots, settings.external, progress=lambda it: tqdm(it, desc="reading run dirs"))
-    except ValueError as err:  # a bad setting, or an --external CSV that cannot be read (collect.read_external)
+    except ValueError as err:
         raise SystemExit(str(err)) from None
-    out = Path(settings.out or settings.roots[0])
-    if collection.runs.empty and (missing := [r for r in settings.roots if not glob.has_magic(r)
-                                              and not Path(r).expanduser().exists()]):
+    if missing := [r for r in settings.roots if not glob.has_magic(r) and not Path(r).expanduser().exists()]:
         raise SystemExit(f"no results root at {', '.join(missing)}: give the folder a sweep wrote (results_root, "
                          "default results/, or OPSD_RESULTS), e.g. results/<group>")
+    collection = read_roots(settings)
+    sets = problem_sets(collection.runs, settings.metric)
+    if len(sets) > 1:  # one score over other problems is another quantity: each set gets a summary of its own
+        summarise_apart(settings, collection, sets, anchor)
+        return
+    summarise(settings, collection, anchor)
+
+
+def read_roots(settings: SummarySettings) -> Collection:
+    """collect() of the roots, with a progress bar while there are run dirs to read; refused when none reads."""
+    try:
+        collection = collect(settings.roots, settings.external,
+                             progress=lambda dirs: tqdm(dirs, desc="reading run dirs", disable=not dirs))
+    except ValueError as err:  # an --external CSV that cannot be read (collect.read_external)
+        raise SystemExit(str(err)) from None
     if collection.runs.empty:
         unreadable = "".join(f"\n  {r.path}: {r.reason}" for r in collection.skipped.head(5).itertuples())
-        raise SystemExit(f"no readable run directories under {settings.roots} ({len(collection.skipped)} skipped)"
-                         f"{unreadable}\nrun a sweep first (make demo), or point at its results root")
+        raise SystemExit(f"no readable run directories under {', '.join(settings.roots)} "
+                         f"({len(collection.skipped)} skipped){unreadable}\nrun a sweep first (make demo), or point "
+                         "at its results root")
+    return collection
+
+
+def summarise_apart(settings: SummarySettings, collection: Collection, sets: list[tuple[str, pd.DataFrame]],
+                    anchor) -> None:
+    """Runs of several problem sets (a sweep's and its confirmation's, beside each other under one root): each
+    set summarised in the folder of its runs (with --out, in out/<that folder under the sets' common one>), as
+    if given alone; refused, writing nothing, when two sets share a folder or --external results are given
+    (they name no problems)."""
+    folders = None if settings.external else folders_apart(sets)
+    if folders is None:  # the refusal names each set and where its runs are
+        try:
+            check_one_problem_set(collection.runs, settings.metric)
+        except ValueError as err:
+            why = (" (--external results name no problems, so they belong to no set)" if settings.external
+                   else " (here two sets share a folder)")
+            raise SystemExit(f"{err}{why}") from None
+    common = Path(os.path.commonpath([str(f) for f in folders]))
+    outs = [f if settings.out is None else Path(settings.out) / f.relative_to(common) for f in folders]
+    found = f"the runs under {', '.join(settings.roots)} scored {len(sets)} different sets of problems"
+    print(f"{found}: a score over other problems is another quantity, so each set is summarised apart, in the "
+          "folder of its runs")
+    shown = [f"{out / 'summary.md'} ({words}, {len(group)} runs)" for out, (words, group) in zip(outs, sets)]
+    for i, (folder, out, (words, group)) in enumerate(zip(folders, outs, sets)):
+        print(f"\n=== problem set {i + 1} of {len(sets)}: {words}, {len(group)} counted runs in {folder} ===")
+        others = "; ".join(shown[:i] + shown[i + 1:])
+        apart = (f"{found[0].upper()}{found[1:]}; this summary holds those in {folder} ({words}); the other "
+                 f"set{'s' if len(sets) > 2 else ''}: {others}.")
+        alone = replace(settings, roots=[str(folder)], out=str(out))
+        summarise(alone, read_roots(alone), anchor, apart)
+    inside = [Path(d) for d in collection.runs["run_dir"].dropna()] + [Path(p) for p in collection.skipped["path"]]
+    elsewhere = sorted({str(d) for d in inside if not any(d.is_relative_to(f) for f in folders)})
+    if elsewhere:
+        print(f"\n{len(elsewhere)} run dir(s) lie in no set's folder and are in no summary: "
+              + ", ".join(elsewhere[:5]) + (", ..." if len(elsewhere) > 5 else ""))
+    print(f"\n{found}, summarised apart: " + "; ".join(shown))
+
+
+def summarise(settings: SummarySettings, collection: Collection, anchor, apart: str | None = None) -> None:
+    """The summary of one set of runs: runs.csv, samples.parquet, summary.csv, summary.md, plots to the out
+    folder, the verdict table to the console. `apart`: the line saying which problem set of the roots this is."""
+    out = Path(settings.out or settings.roots[0])
     if settings.anchor == AUTO:
         try:
             anchor = load_anchor(AUTO, collection.anchors)
@@ -120,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     plots = write_plots(analysis, settings.metric, display, settings.level, out, changes) if settings.plots else []
     race_plots = write_race_plots(races, out) if settings.plots else [None] * len(races)
     write_markdown(out / "summary.md", analysis, collection, settings, display, plots, list(zip(races, race_plots)),
-                   changes)
+                   changes, apart)
     if checkpoint_files := write_checkpoint_report(collection.runs, settings.level, settings.plots, out):
         print(f"every checkpoint evaluated: see the Checkpoints section of {out / 'summary.md'}, checkpoints.csv")
         plots += [p for p in checkpoint_files if p.suffix == ".png"]

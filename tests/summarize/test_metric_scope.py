@@ -157,21 +157,20 @@ def test_the_cli_summarises_mixed_k_on_avg_at_n(auto_k, tmp_path):
     assert pd.read_csv(tmp_path / "out" / "summary.csv")["n"].tolist() == [6]
 
 
-def test_runs_scored_on_other_problems_are_refused_naming_each_set_and_where(tmp_path, capsys):
-    """A score over 20 problems is not a score over 30: two folders of other problem sets (another
-    eval.max_problems, or a suite's tuning + locked sets beside the tuning set) are not one metric."""
+def test_runs_scored_on_other_problems_in_one_folder_are_refused_naming_each_set_and_where(tmp_path, capsys):
+    """A score over 20 problems is not a score over 30: runs of other problem sets (another eval.max_problems, or
+    a suite's tuning + locked sets beside the tuning set) are not one metric. In folders of their own each set is
+    summarised apart (tests/summarize/test_problem_sets_apart.py); side by side in one folder they are refused."""
     rng = np.random.default_rng(3)
     for seed in (1, 2, 3):
-        write_run(tmp_path / "full", learning_rate=1e-5, seed=seed, correct=draw_correct(rng, DIFFICULTY, 0.0, 8),
+        write_run(tmp_path / "g", learning_rate=1e-5, seed=seed, correct=draw_correct(rng, DIFFICULTY, 0.0, 8),
                   rng=rng)
-        write_run(tmp_path / "part", learning_rate=2e-5, seed=seed,
+        write_run(tmp_path / "g", learning_rate=2e-5, seed=seed,
                   correct=draw_correct(rng, DIFFICULTY[:20], 0.0, 8), rng=rng)
     with pytest.raises(SystemExit) as err:
         main([str(tmp_path), "--out", str(tmp_path / "out"), "--anchor", "none", "--no-plots"])
     message = str(err.value)
     assert "--metric avg_at_n: the runs scored 2 different sets of problems" in message
-    assert re.search(r"\(30\): 3 run\(s\) in \S*full", message) and re.search(r"\(20\): 3 run\(s\) in \S*part", message)
-    assert "Summarise each set apart" in message
-    for folder in ("full", "part"):  # each set alone is summarised
-        main([str(tmp_path / folder), "--out", str(tmp_path / f"out-{folder}"), "--anchor", "none", "--no-plots"])
-        assert (tmp_path / f"out-{folder}" / "summary.csv").exists()
+    assert re.search(r"\(30\): 3 run\(s\) in \S*g;", message) and re.search(r"\(20\): 3 run\(s\) in \S*g\.", message)
+    assert "Summarise each set apart" in message and "(here two sets share a folder)" in message
+    assert not (tmp_path / "out").exists()  # refused before anything is written

@@ -8,6 +8,7 @@ the benchmark's problems are held fixed, so every number here works on run score
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from opsd_sweep.summarize.collapses import WITHHELD
-from opsd_sweep.summarize.collect import is_base_model
+from opsd_sweep.summarize.collect import TRAINING_KNOBS, is_base_model
 from opsd_sweep.summarize.metric_scope import check_metric_scope
 from opsd_sweep.summarize.settings import SummarySettings
 from opsd_sweep.inference import stats
@@ -25,7 +26,7 @@ from opsd_sweep.inference.design import cost_optimal_k, seeds_needed_paired
 from opsd_sweep.inference.pairing import SeedPairing, by_seed, paired_by_seed, pooled_seed_correlation
 from opsd_sweep.inference.sensitivity import verdict_holds_to_sd
 from opsd_sweep.inference.verdicts import family_verdicts
-from opsd_sweep.selector import select_config
+from opsd_sweep.selector import SelectorError, select_config
 
 
 @dataclass
@@ -111,13 +112,38 @@ def select_baseline(table: pd.DataFrame, selector: str | None, declared: Sequenc
         return None, (f"auto: the races declare {len(declared)} baselines {declared}, so none; pick one with "
                       "--baseline" if declared else "auto: the sweep has no untrained base model and no race "
                       "declares a baseline; pick one with --baseline")
-    return select_config(selector, configs_of(table), "--baseline"), f"--baseline {selector}"
+    configs = configs_of(table)
+    try:
+        return select_config(selector, configs, "--baseline"), f"--baseline {selector}"
+    except SelectorError as err:
+        raise SelectorError(f"{err}. A --baseline for each config: {baseline_choices(configs)}") from None
+
+
+UNUSED = "unused (no training)"  # a training knob's value for an untrained base model, as selectors see it
 
 
 def configs_of(table: pd.DataFrame) -> dict[str, dict]:
-    """{label: {config key: value}} of a table with one row per config (the selector's input)."""
+    """{label: {config key: value}} of a table with one row per config (the selector's input). An untrained base
+    model (train.max_steps=0) has no training knobs: its learning rate, say, is a default it never used, so it is
+    UNUSED, which no selector value matches and an error shows as such."""
     columns = [c for c in table.columns if c.startswith("cfg.")]
-    return {row["label"]: {c.removeprefix("cfg."): row[c] for c in columns} for _, row in table.iterrows()}
+    unused = [c for c in columns if c.startswith(TRAINING_KNOBS) and c != "cfg.train.max_steps"]
+    return {row["label"]: {c.removeprefix("cfg."): UNUSED if is_base_model(row["label"]) and c in unused else row[c]
+                           for c in columns} for _, row in table.iterrows()}
+
+
+def baseline_choices(configs: dict[str, dict]) -> str:
+    """"max_steps=0 (base model); 'lr=0.01 max_steps=20'; ...": a --baseline that picks each config, the one
+    untrained base model by max_steps=0, the others by their label (key=value terms too)."""
+    def pick(label: str) -> str:
+        if is_base_model(label):
+            try:
+                if select_config("max_steps=0", configs, "--baseline") == label:
+                    return f"max_steps=0 ({label})"
+            except SelectorError:
+                pass  # several base models: each by its label
+        return shlex.quote(label)
+    return "; ".join(pick(label) for label in configs)
 
 
 # The mean correctness over every problem x sample in samples.parquet: the metrics whose eval-sampling

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+from pathlib import Path
 
 import pandas as pd
 
@@ -71,23 +73,44 @@ def problem_set(evaluation: dict) -> tuple[str, str]:
     return digest, " + ".join(f"{name or 'problems'} ({count})" for name, count in sizes.items())
 
 
-def check_one_problem_set(runs: pd.DataFrame, metric: str) -> None:
-    """A whole-eval score: every counted run with it must have scored the same problems."""
-    if "problem_set" not in runs.columns or metric not in runs.columns:
-        return
+def problem_sets(runs: pd.DataFrame, metric: str) -> list[tuple[str, pd.DataFrame]]:
+    """[(the problems in words, its counted runs)] per set of problems the counted runs with a whole-eval
+    `metric` scored, in the order found; [] when the metric is a benchmark's own (`<benchmark>.<metric>`)."""
+    if "." in metric or "problem_set" not in runs.columns or metric not in runs.columns:
+        return []
     counted = runs[runs["counts"].astype(bool)] if "counts" in runs.columns else runs
     counted = counted[counted["problem_set"].notna() & counted[metric].notna()]
-    if counted["problem_set"].nunique() < 2:
+    return [(group["problem_words"].iloc[0], group) for _, group in counted.groupby("problem_set", sort=False)]
+
+
+def check_one_problem_set(runs: pd.DataFrame, metric: str) -> None:
+    """A whole-eval score: every counted run with it must have scored the same problems."""
+    sets = problem_sets(runs, metric)
+    if len(sets) < 2:
         return
     where = []
-    for _, group in counted.groupby("problem_set", sort=False):
+    for words, group in sets:
         folders = ", ".join(sorted(set(group["source"]))) if "source" in group.columns else "?"
-        where.append(f"{group['problem_words'].iloc[0]}: {len(group)} run(s) in {folders}")
+        where.append(f"{words}: {len(group)} run(s) in {folders}")
     raise ValueError(
         f"--metric {metric}: the runs scored {len(where)} different sets of problems; {'; '.join(where)}. A score "
         "over other problems is another quantity, so these runs cannot be compared on it. Summarise each set "
         "apart (give the summary the folders of one set, e.g. make summary RESULTS=<folder>), or compare an "
         "eval suite's runs on one benchmark's own metric (--metric <benchmark>.avg_at_n).")
+
+
+def folders_apart(sets: list[tuple[str, pd.DataFrame]]) -> list[Path] | None:
+    """The folder of each problem set's runs (the deepest one holding all of them), when each holds no run of
+    another set, so that each set can be summarised apart in its own folder; None when two sets share one
+    (their runs sit side by side in one group, or one set's folder holds the other's)."""
+    folders = [Path(os.path.commonpath([str(Path(d).parent) for d in group["run_dir"]])) for _, group in sets
+               if "run_dir" in group.columns and group["run_dir"].notna().all()]
+    if len(folders) < len(sets):  # runs without a run dir (external results): no folder of their own
+        return None
+    for i, a in enumerate(folders):
+        if any(a == b or a.is_relative_to(b) or b.is_relative_to(a) for b in folders[i + 1:]):
+            return None
+    return folders
 
 
 def counted_runs_with_k(runs: pd.DataFrame) -> pd.DataFrame:

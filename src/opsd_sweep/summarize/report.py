@@ -428,7 +428,8 @@ def race_section(race: Race, plot: Path | None) -> list[str]:
 
 def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: SummarySettings, display: str,
                    plots: list[Path], races: list[tuple[Race, Path | None]] = (),
-                   transitions: Transitions | None = None) -> None:
+                   transitions: Transitions | None = None, apart: str | None = None) -> None:
+    """summary.md. `apart`: which of the roots' problem sets this summary holds, when they held several."""
     sim = int(analysis.usable["simulated"].sum())
     ext = int(analysis.usable["external"].sum())
     lines = [f"# Sweep summary: {display}", "",
@@ -440,6 +441,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
              + (", cut at 0 and 100 (differences at -100 and +100), the bounds of the score: cutting never drops "
                 "its true value" if stats.is_percent_score(s.metric) else "")
              + f"; tests at α = {s.alpha}, Holm-adjusted across configs."]
+    if apart:
+        lines += ["", f"> {apart}"]
     if not collection.skipped.empty:
         counts = ", ".join(f"{n} {state}" for state, n in collection.skipped["state"].value_counts().items())
         lines += ["", f"> {len(collection.skipped)} run dirs are left out ({counts}): only finished runs with eval "
