@@ -140,12 +140,15 @@ def test_the_seeds_advice_prices_the_collapse_rate(tmp_path):
     settings = parse_args([str(tmp_path), "--anchor", "none", "--baseline", "lr=1e-05"])
     analysis = analyse(collect(settings.roots).runs, settings, None)
     p = analysis.power
-    working = analysis.usable[analysis.usable["collapse_step"].isna()]["avg_at_n"].mean()
-    assert p["collapse_rate"] == pytest.approx(1 / 8) and p["collapse_gap"] == pytest.approx(working - 0.0)
-    assert p["sd_collapsing"] > p["sd"] and p["seeds_collapsing"] > p["seeds"]
+    usable = analysis.usable
+    working = usable[usable["collapse_step"].isna() & (usable["label"] == "lr=3e-05")]["avg_at_n"].mean()
+    [price] = p["collapses"]  # per config: lr=3e-05's own 1 of 4, not 1 of the 8 runs of both configs
+    assert price["label"] == "lr=3e-05" and price["rate"] == pytest.approx(1 / 4)
+    assert price["gap"] == pytest.approx(working - 0.0)
+    assert price["sd_collapsing"] > p["sd"] and price["seeds_collapsing"] > p["seeds"]
     main([str(tmp_path), "--out", str(tmp_path / "out"), "--anchor", "none", "--baseline", "lr=1e-05", "--no-plots"])
     report = (tmp_path / "out" / "summary.md").read_text()
-    assert f"needs **{p['seeds_collapsing']} seeds** for the same effect" in report
+    assert f"needs **{price['seeds_collapsing']} seeds** for the same effect" in report
 
 
 def test_a_config_yaml_rewritten_in_place_is_typed_again_not_served_from_the_cache(tmp_path):

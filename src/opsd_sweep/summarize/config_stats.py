@@ -230,13 +230,21 @@ MIN_SPLIT_RUNS = 3  # with 2 runs the chi-square interval of the training-seed S
 
 
 def noise_split(group: pd.DataFrame, scores: np.ndarray, metric: str, level: float) -> dict:
-    """Eval-sampling and training-seed SD with the latter's interval; empty below MIN_SPLIT_RUNS runs."""
-    if metric not in PER_PROBLEM_METRICS or scores.size < MIN_SPLIT_RUNS or "eval_var" not in group \
-            or not group["eval_var"].notna().all():
+    """Eval-sampling and training-seed SD with the latter's interval; else, for a per-problem metric, why the
+    config's noise is not split (noise_not_split: the Noise table and its plot say it)."""
+    if metric not in PER_PROBLEM_METRICS:
         return {}
+    if scores.size < MIN_SPLIT_RUNS:
+        return {"noise_not_split": f"{scores.size} run{'s' if scores.size > 1 else ''}: the split needs "
+                                   f"{MIN_SPLIT_RUNS}"}
+    if "eval_var" not in group or not group["eval_var"].notna().all():
+        return {"noise_not_split": "no per-sample data of every run"}
     split = stats.variance_decomposition(scores, group["eval_var"].to_numpy(float), level)
     if split.run_var == 0 and split.eval_var == 0:  # every run scored alike on every problem: nothing to split
-        return {}
+        collapsed = int(group["collapse_step"].notna().sum()) if "collapse_step" in group else 0
+        return {"noise_not_split": f"no noise to split: its {scores.size} runs scored {scores[0]:.2f}, each problem's "
+                                   "samples alike" + (f"; collapsed in {collapsed} of {scores.size} seeds"
+                                                      if collapsed else "")}
     return {"eval_sd": math.sqrt(split.eval_var), "train_sd": math.sqrt(split.train_var),
             "train_sd_low": math.sqrt(split.train_var_low), "train_sd_high": math.sqrt(split.train_var_high),
             "eval_share": split.eval_share}
@@ -401,17 +409,22 @@ def sweep_power(usable: pd.DataFrame, s: SummarySettings, reference: str | None,
               "seeds": stats.seeds_needed(s.target_effect, sd, s.alpha, s.power, plan, known=known),
               "seeds_bonferroni": stats.seeds_needed(s.target_effect, sd, s.alpha / family, s.power, plan,
                                                      known=known)}
-    if (collapse := collapse_price(usable, s.metric, sd)) is not None:
-        advice |= collapse | {"seeds_collapsing": stats.seeds_needed(s.target_effect, collapse["sd_collapsing"], s.alpha,
-                                                                     s.power, plan, known=known)}
+    if collapses := collapse_price(usable, s.metric, sd):
+        advice["collapses"] = [c | {"seeds_collapsing": None if c["sd_collapsing"] is None else stats.seeds_needed(
+            s.target_effect, c["sd_collapsing"], s.alpha, s.power, plan, known=known)} for c in collapses]
     runs = usable if known else pool.members
     eval_var = runs["eval_var"].dropna() if "eval_var" in runs else pd.Series(dtype=float)
     k = runs["n_samples"].dropna().unique() if "n_samples" in runs else []
     if len(k) > 1:  # the 1/K scaling needs one K; eval.n_samples=auto chose each run's K from these costs
         advice["k_mixed"] = sorted(int(x) for x in k)
     if s.metric in PER_PROBLEM_METRICS and len(eval_var) and len(k) == 1 and k[0] >= 2 and s.larger_k > k[0]:
+        # the eval part of the run-to-run SD cannot exceed it: runs that spread less than eval sampling predicts
+        # are all eval noise (eval_sd_runs, eval_clamped say so)
         eval_sd = math.sqrt(min(eval_var.mean(), sd**2))
         sd_k = sd_at_k(sd, eval_sd, float(k[0]), s.larger_k)
+        with_var = runs[runs["eval_var"].notna()]
+        advice |= {"eval_sd_runs": math.sqrt(eval_var.mean()), "eval_clamped": bool(eval_var.mean() > sd**2),
+                   "eval_configs": {label: len(g) for label, g in with_var.groupby("label", sort=False)}}
         advice |= {"k": int(k[0]), "eval_sd": eval_sd, "sd_larger_k": sd_k,
                    "seeds_larger_k": stats.seeds_needed(s.target_effect, sd_k, s.alpha, s.power, plan, known=known)}
         if (costs := phase_costs(usable)) is not None:
@@ -439,21 +452,30 @@ def advice_runs_split(analysis: Analysis) -> bool:
     return bool(analysis.table.loc[analysis.table["label"].isin(set(runs["label"])), "eval_sd"].notna().any())
 
 
-def collapse_price(usable: pd.DataFrame, metric: str, sd: float) -> dict | None:
-    """What collapses cost the seeds advice: the share r of the trained runs the rule judged that collapsed,
-    the score gap between the runs that did not and those that did, and the run-to-run SD of a config that
-    collapses at rate r (a mixture: sqrt((1 - r) sd^2 + r (1 - r) gap^2), sd the working runs' SD). None
-    without a judged collapse with a score (a run stopped at its collapse has one only with --collapsed-score)."""
+def collapse_price(usable: pd.DataFrame, metric: str, sd: float) -> list[dict]:
+    """What collapses cost the seeds advice, per config with a judged run that collapsed (a collapse rate is a
+    finding about one config: pooled over configs it is a rate none of them has): its collapsed and judged
+    runs, and, when some of its runs did not collapse, its rate r, the score gap between its runs that did not
+    and those that did, and the run-to-run SD of a config that collapses at rate r (a mixture:
+    sqrt((1 - r) sd^2 + r (1 - r) gap^2), sd the working runs' SD); sd_collapsing None for a config that collapsed
+    in every judged seed (no noise to price). [] without a judged collapse with a score (a run stopped at its
+    collapse has one only with --collapsed-score)."""
     if "collapse_judged" not in usable:
-        return None
+        return []
     judged = usable[usable["collapse_judged"].fillna(False).astype(bool)]
-    collapsed = judged["collapse_step"].notna()
-    if not collapsed.any() or collapsed.all():
-        return None
-    rate = float(collapsed.mean())
-    gap = float(judged.loc[~collapsed, metric].mean() - judged.loc[collapsed, metric].mean())
-    return {"collapse_rate": rate, "collapse_gap": gap, "collapse_judged_runs": len(judged),
-            "sd_collapsing": math.sqrt((1 - rate) * sd**2 + rate * (1 - rate) * gap**2)}
+    out = []
+    for label, group in judged.groupby("label", sort=False):
+        collapsed = group["collapse_step"].notna()
+        if not collapsed.any():
+            continue
+        entry = {"label": label, "collapsed": int(collapsed.sum()), "judged": len(group), "sd_collapsing": None}
+        if not collapsed.all():
+            rate = float(collapsed.mean())
+            gap = float(group.loc[~collapsed, metric].mean() - group.loc[collapsed, metric].mean())
+            entry |= {"rate": rate, "gap": gap,
+                      "sd_collapsing": math.sqrt((1 - rate) * sd**2 + rate * (1 - rate) * gap**2)}
+        out.append(entry)
+    return out
 
 
 def cost_by_k_grid(s: SummarySettings, k: int, k_optimal: float | None) -> list[int]:
@@ -589,6 +611,14 @@ def _pairing_marks(pairing: SeedPairing) -> list[str]:
         return [f"paired on {pairing.common} common seeds: dropped {pairing.dropped_arm} of its runs and "
                 f"{pairing.dropped_ref} of the baseline's (no partner seed)"]
     return []
+
+
+def noise_left_out(table: pd.DataFrame) -> dict[str, str]:
+    """{label: why its noise is not split} of the configs the Noise table and its plot leave out."""
+    if "noise_not_split" not in table:
+        return {}
+    return {row["label"]: row["noise_not_split"] for _, row in table.iterrows()
+            if isinstance(row["noise_not_split"], str)}
 
 
 def seed_part_note(row: pd.Series) -> str:

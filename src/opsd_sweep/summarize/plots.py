@@ -14,7 +14,8 @@ import pandas as pd  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 from opsd_sweep.summarize.collect import TRAINING_KNOBS, is_base_model, short_names  # noqa: E402
-from opsd_sweep.summarize.config_stats import MIN_SPLIT_RUNS, Analysis, advice_runs_split, seed_part_note  # noqa: E402
+from opsd_sweep.summarize.config_stats import (  # noqa: E402
+    MIN_SPLIT_RUNS, Analysis, advice_runs_split, noise_left_out, seed_part_note)
 from opsd_sweep.summarize.races import Race  # noqa: E402
 from opsd_sweep.summarize.transitions import Transitions, plot_transitions  # noqa: E402
 from opsd_sweep.inference import stats  # noqa: E402
@@ -215,7 +216,9 @@ def plot_variance(analysis: Analysis, display: str, level: float, path: Path) ->
     ax.set_yticks(y, table["label"])
     ax.set_xlim(0, 1.45 * table["train_sd_high"].max())
     ax.set_xlabel(f"SD of one run's {display} (points)")
+    left = noise_left_out(analysis.table)  # a config left out says why, here as in summary.md's Noise section
     ax.set_title(f"Where the run-to-run noise of {display} comes from (configs with ≥ {MIN_SPLIT_RUNS} runs)"
+                 + "".join(f"\nnot shown: {label} ({why})" for label, why in left.items())
                  + _suffix(analysis.table["simulated"].any()), fontsize=10)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     _save(fig, path)

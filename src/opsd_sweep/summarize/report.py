@@ -14,8 +14,8 @@ from rich.table import Table
 from opsd_sweep.summarize.caps import summary_section as cap_section
 from opsd_sweep.summarize.collapses import race_lines, summary_section
 from opsd_sweep.summarize.collect import Collection
-from opsd_sweep.summarize.config_stats import (MIN_SPLIT_RUNS, Analysis, advice_runs_split, power_reference,
-                                               seed_part_note)
+from opsd_sweep.summarize.config_stats import (MIN_SPLIT_RUNS, Analysis, advice_runs_split, noise_left_out,
+                                               power_reference, seed_part_note)
 from opsd_sweep.summarize.races import Race, row_confirmation
 from opsd_sweep.summarize.sampling import sampling_lines
 from opsd_sweep.summarize.settings import SummarySettings
@@ -180,26 +180,20 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
     if not unreachable and (seeds is None or seeds > MANY_SEEDS):
         out.append(f"That is a lot: a +{s.target_effect:g}-point effect is hard to prove at this noise level. Test "
                    "fewer configs, look for larger effects, or reduce the noise (below).")
-    if "collapse_rate" in p:
-        collapsing = p["seeds_collapsing"]
-        needs = (f"needs **{_seeds(collapsing)} seeds**" if collapsing
-                 else _beyond(unreachable, "needs **more than 10000 seeds**"))
-        out.append(f"Collapses: {p['collapse_rate']:.0%} of the {p['collapse_judged_runs']} trained runs the rule "
-                   f"judged collapsed, {p['collapse_gap']:.1f} points below the others. The seeds above are for a "
-                   f"config that does not collapse; one that collapses at that rate has a run-to-run SD of "
-                   f"{p['sd_collapsing']:.2f} and {needs} for the same effect.")
+    if "collapses" in p:
+        out.append("Collapses, per config (of its seeds the collapse rule judged): "
+                   + "; ".join(_collapse_price(c, unreachable) for c in p["collapses"])
+                   + ". The seeds above are for a config that does not collapse.")
     if "seeds_larger_k" in p and not advice_runs_split(analysis):
         out.append(f"No split of the noise into eval sampling and training seed (it needs a config with at least "
                    f"{MIN_SPLIT_RUNS} runs, as the Noise section below), so no advice on more samples per problem.")
     elif "seeds_larger_k" in p:
-        share = p["eval_sd"] ** 2 / p["sd"] ** 2 if p["sd"] else math.nan
         larger = p["seeds_larger_k"]
         saving = f" ({1 - larger / seeds:.0%} fewer)" if seeds and larger else ""
         needed = (f"the seeds needed to {_seeds(larger)}" if larger
                   else _beyond(unreachable, "the seeds needed to more than 10000"))
-        out.append(f"Eval sampling makes {share:.0%} of the run-to-run variance (eval SD {p['eval_sd']:.2f} at "
-                   f"K = {p['k']}). Evaluating with K = {s.larger_k} samples per problem would bring the SD to "
-                   f"{p['sd_larger_k']:.2f} and {needed}{saving}. {samples_cost_statement(p, s.larger_k)}")
+        out.append(f"{eval_share_statement(p)} Evaluating with K = {s.larger_k} samples per problem would bring the "
+                   f"SD to {p['sd_larger_k']:.2f} and {needed}{saving}. {samples_cost_statement(p, s.larger_k)}")
     if "k_mixed" in p:
         ks = p["k_mixed"]
         out.append(f"The runs used {len(ks)} different K ({', '.join(map(str, ks))} samples per problem; see "
@@ -209,6 +203,39 @@ def power_statements(analysis: Analysis, s: SummarySettings, display: str) -> li
                "above. Both use the same SD as this advice, not each config's own (with few runs that one is "
                "itself too uncertain to plan with).")
     return out
+
+
+def _collapse_price(c: dict, unreachable: bool) -> str:
+    """One config's collapses in the seeds advice (config_stats.collapse_price)."""
+    counted = f"{c['label']} collapsed in {c['collapsed']} of {c['judged']} seeds"
+    if c["sd_collapsing"] is None:
+        return (f"{counted}: collapsing is what it does, not noise a seeds figure prices (its verdict is of its "
+                "collapsed runs)")
+    collapsing = c["seeds_collapsing"]
+    needs = (f"needs **{_seeds(collapsing)} seeds**" if collapsing
+             else _beyond(unreachable, "needs **more than 10000 seeds**"))
+    return (f"{counted}, {c['gap']:.1f} points below its other seeds: a config that collapses at that rate "
+            f"({c['rate']:.0%}, from {c['judged']} seeds) has a run-to-run SD of {c['sd_collapsing']:.2f} and {needs} "
+            "for the same effect")
+
+
+def eval_share_statement(p: dict) -> str:
+    """The eval-sampling part of the advice's run-to-run SD, naming the runs it is of (the pool's, or every
+    counted run's when the SD is declared: one config's, as the Noise table's row, or the mean over several),
+    and saying so when it is capped at the run-to-run SD."""
+    configs = p["eval_configs"]
+    runs = sum(configs.values())
+    of = (f"the {runs} runs of {next(iter(configs))}, as in the Noise table" if len(configs) == 1 else
+          f"the mean eval-sampling variance of the {runs} runs of {len(configs)} configs ({', '.join(configs)}) the "
+          "SD comes from; the Noise table gives each config's own")
+    if p.get("eval_clamped"):
+        return (f"Eval sampling makes all of the run-to-run variance: the eval-sampling SD at K = {p['k']} is "
+                f"{p['eval_sd_runs']:.2f} ({of}), above the {p['sd_source']} of {p['sd']:.2f} (the runs spread less "
+                f"than eval sampling alone predicts), so the advice takes eval SD {p['eval_sd']:.2f}, the whole "
+                "run-to-run SD, and no training-seed part.")
+    share = p["eval_sd"] ** 2 / p["sd"] ** 2 if p["sd"] else math.nan
+    return (f"Eval sampling makes {share:.0%} of the run-to-run variance (eval SD {p['eval_sd']:.2f} at K = {p['k']}, "
+            f"of {of}).")
 
 
 UNBOUNDED_SEEDS = 10**9  # "as many seeds as you like": only the anchor's own uncertainty is left
@@ -331,14 +358,22 @@ def anchor_statement(analysis: Analysis) -> list[str]:
 
 def noise_table(analysis: Analysis, level: float) -> str:
     t = analysis.table.dropna(subset=["eval_sd"]) if "eval_sd" in analysis.table else pd.DataFrame()
+    left = noise_left_out(analysis.table)
     if t.empty:
-        return f"No per-sample data with at least {MIN_SPLIT_RUNS} runs per config: no split of the noise."
+        return (f"No per-sample data with at least {MIN_SPLIT_RUNS} runs per config: no split of the noise."
+                + (f" {not_split_line(left)}" if left else ""))
     header = ["config", "n", "run-to-run SD", "eval-sampling SD", f"training-seed SD [{level:.0%} CI]", "eval share"]
     rows = []
     for _, r in t.iterrows():
         seed = seed_part_note(r) + " " + _bracket(r["train_sd_low"], r["train_sd_high"])
         rows.append([r["label"], str(r["n"]), _num(r["sd"]), _num(r["eval_sd"]), seed, _share(r["eval_share"])])
-    return markdown_table(header, rows)
+    return markdown_table(header, rows) + (f"\n\n{not_split_line(left)}" if left else "")
+
+
+def not_split_line(left: dict[str, str]) -> str:
+    """The configs the Noise table and plots/variance_decomposition.png leave out, and why."""
+    return "Not split, so in neither the table nor its plot: " + "; ".join(f"{label} ({why})" for label, why in
+                                                                        left.items()) + "."
 
 
 # --- races ---------------------------------------------------------------------------------------
