@@ -41,15 +41,15 @@ demo: install  ## the tiny CPU demo (~2 min on 2 cores, +1 min the first time; o
 	$(PY) -m opsd_sweep.summary $(RESULTS)/tiny-demo --baseline max_steps=0
 	$(PY) -m opsd_sweep.confirm $(RESULTS)/tiny-demo --baseline max_steps=0 --locked eval=tiny_locked --seeds 3
 
-summary: install  ## verdicts, seeds advice, tables and plots for $(RESULTS); more flags: SUMMARY_ARGS="--baseline lr=5e-06"
+summary: install  ## verdicts, seeds advice, tables and plots for RESULTS (default results), each problem set apart (after make demo: the sweep's and its confirmation's); more flags: SUMMARY_ARGS="--baseline max_steps=0"
 	$(PY) -m opsd_sweep.summary $(RESULTS) $(SUMMARY_ARGS)
 
 CONFIRM_DIR ?= $(RESULTS)/tiny-demo
 CONFIRM_ARGS ?=
-confirm: install  ## fresh seeds of the best config and the baseline of $(CONFIRM_DIR) on a locked benchmark (eval=aime25) and the tuning one; CONFIRM_ARGS="--locked eval=hmmt25 --seeds 8 -- hydra/launcher=slurm_4gpu"
+confirm: install  ## fresh seeds of the best config and the baseline of CONFIRM_DIR (default results/tiny-demo) on a locked benchmark (eval=aime25) and the tuning one; CONFIRM_ARGS="--locked eval=hmmt25 --seeds 8 -- hydra/launcher=slurm_4gpu"
 	$(PY) -m opsd_sweep.confirm $(CONFIRM_DIR) $(CONFIRM_ARGS)
 
-test: install  ## the test suite (what CI runs)
+test: install  ## the test suite (what CI runs; ~17 min of pytest on 2 cores, BENCHMARKS.md's fresh-clone rows)
 	$(PY) -m pytest
 
 test-fast: install  ## the tests not marked slow (no real multi-process sweeps)
