@@ -89,9 +89,6 @@ def main(argv: list[str] | None = None) -> None:
         anchor = None if settings.anchor == AUTO else load_anchor(settings.anchor)
     except ValueError as err:
         raise SystemExit(str(err)) from None
-    if missing := [r for r in settings.roots if not glob.has_magic(r) and not Path(r).expanduser().exists()]:
-        raise SystemExit(f"no results root at {', '.join(missing)}: give the folder a sweep wrote (results_root, "
-                         "default results/, or OPSD_RESULTS), e.g. results/<group>")
     collection = read_roots(settings)
     sets = problem_sets(collection.runs, settings.metric)
     if len(sets) > 1:  # one score over other problems is another quantity: each set gets a summary of its own
@@ -101,12 +98,17 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def read_roots(settings: SummarySettings) -> Collection:
-    """collect() of the roots, with a progress bar while there are run dirs to read; refused when none reads."""
+    """collect() of the roots, with a progress bar only while there are run dirs to read (none is drawn before the
+    error of a missing or empty root); refused when nothing reads."""
     try:
         collection = collect(settings.roots, settings.external,
                              progress=lambda dirs: tqdm(dirs, desc="reading run dirs", disable=not dirs))
     except ValueError as err:  # an --external CSV that cannot be read (collect.read_external)
         raise SystemExit(str(err)) from None
+    if collection.runs.empty and (missing := [r for r in settings.roots if not glob.has_magic(r)
+                                              and not Path(r).expanduser().exists()]):
+        raise SystemExit(f"no results root at {', '.join(missing)}: give the folder a sweep wrote (results_root, "
+                         "default results/, or OPSD_RESULTS), e.g. results/<group>")
     if collection.runs.empty:
         unreadable = "".join(f"\n  {r.path}: {r.reason}" for r in collection.skipped.head(5).itertuples())
         raise SystemExit(f"no readable run directories under {', '.join(settings.roots)} "
