@@ -1,4 +1,4 @@
-"""Compose and check every job of a sweep before the first one starts."""
+"""Compose and check every job of a sweep before the first one starts (and a single job, as a grid of one)."""
 
 from __future__ import annotations
 
