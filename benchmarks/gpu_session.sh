@@ -11,6 +11,10 @@
 #                trainer's memory freed), LoRARequest: what the engine share buys at real lengths
 #   eval_merged  the same on the cycle's engine without the adapter (--eval-without-adapter: the merged weights'
 #                speed, what eval.merge_lora=true gives a cycle; benchmarks/eval_levers.py projects 40.7-47.2 min)
+#   eval_cycle   the same part as a finished cycle serves it (after gpu_check: its seed-1 run dir, config, final
+#                checkpoint and merge check; --adapter-from): the default eval.engine=own, merged where checked
+#   eval_rollout the same part on the engine set-up before eval.engine=own (--override eval.engine=rollout: the
+#                rollout engine's share, the adapter as a LoRARequest): the baseline, on the same machine
 #   eval_fp8     the same with eval.kv_cache_dtype=fp8 (its own engine at 0.9): half the KV bytes a token
 #                (each of the three: ~3 min engine start + $TIME_LIMIT; 420 s each fits two of them beside gpu_check)
 #   compare_fp8  `python -m opsd_sweep.evaluate compare` of fp8 against auto KV cache on gpu_check's seed-1 checkpoint
@@ -46,8 +50,8 @@ steps=("${@:2}")
 [ ${#steps[@]} -gt 0 ] || steps=(gpu_check eval_part)
 for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time is spent
     case $name in
-        gpu_check|eval_part|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
-        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
+        gpu_check|eval_part|eval_cycle|eval_rollout|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
+        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_cycle, eval_rollout, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
                 "eval_default)"; exit 2 ;;
     esac
 done
@@ -55,6 +59,10 @@ for name in "${steps[@]}"; do
     case $name in
         gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
         eval_part) part eval_part ;;
+        eval_cycle) step eval_cycle python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/eval_cycle" --eval-only \
+                        --adapter-from "$(ls -d /tmp/gc/results/gpu-check/*-s1-* | head -1)" --eval-problems 8 \
+                        --lengths published --length-seed "${LENGTH_SEED:-1}" --time-limit "${TIME_LIMIT:-840}" ;;
+        eval_rollout) part eval_rollout --override eval.engine=rollout ;;
         eval_whole) part eval_whole --eval-engine-share 0.9 ;;
         eval_merged) part eval_merged --eval-without-adapter ;;
         eval_fp8) part eval_fp8 --eval-kv-cache fp8 ;;
