@@ -20,21 +20,24 @@ from opsd_sweep.evaluate.grade import grade
 from opsd_sweep.evaluate.metrics import compute_metrics
 from opsd_sweep.evaluate.standalone import evaluate_standalone, locate_eval_dir
 from opsd_sweep.run.rundir import RunDir, atomic_write_text, read_json
+from opsd_sweep.tiny import make_problem
 from tests.evaluate.conftest import eval_overrides, eval_run, evaluate_cli
 from tests.orchestration.conftest import wait_until
+from tests.scripted_model import build_scripted_model, stopping_adapter
 
 SAMPLE_KEYS = {"pred", "correct", "formatted", "n_tokens", "finish_reason"}
 
 
 def check_eval_json(result: dict, n_problems: int, n_samples: int, run_dir: RunDir, timeout: int) -> None:
-    """The DESIGN.md schema, metrics recomputed from the raw records, and texts that regrade the same."""
+    """The DESIGN.md schema, metrics recomputed from the raw records, and texts that regrade the same. What the
+    tiny model gets right is the CPU's: that these checks meet right, wrong and unformatted samples alike is
+    built, not drawn (test_the_records_are_what_a_scripted_model_wrote_right_and_wrong)."""
     assert {"dataset", "n_problems", "n_samples", "sampling", "checkpoint", "backend", "metrics",
             "problems"} <= set(result)
     assert set(result["sampling"]) == {"temperature", "top_p", "top_k", "max_tokens", "thinking"}
     assert (result["n_problems"], result["n_samples"]) == (n_problems, n_samples)
     assert all(len(p["samples"]) == n_samples and set(p["samples"][0]) == SAMPLE_KEYS for p in result["problems"])
     assert result["metrics"] == compute_metrics(result["problems"])
-    assert 0 < result["metrics"]["format_rate"] and 0 < result["metrics"]["avg_at_n"]  # the tiny model can do it
     texts = [json.loads(line) for line in (run_dir.eval_dir / "completions.jsonl").read_text().splitlines()]
     assert len(texts) == n_problems * n_samples
     by_id = {p["id"]: p for p in result["problems"]}
@@ -86,6 +89,31 @@ def test_standalone_cli_writes_a_run_dir_the_analysis_reads(tiny_world, tmp_path
     again = evaluate_cli([str(run_dir.path)])  # the run-dir entry point on an eval-only dir: up to date
     out, _ = again.communicate(timeout=600)
     assert again.returncode == 0 and "is up to date" in out, out[-3000:]
+
+
+def test_the_records_are_what_a_scripted_model_wrote_right_and_wrong(tiny_world, tmp_path):
+    """A model that writes \\boxed{25} and stops (tests/scripted_model.py), on two problems whose answer is 25
+    and two whose answer is not, and with a checkpoint under which it writes nothing: right, wrong though
+    formatted, and unformatted samples, each recorded, scored and regraded as such on every CPU."""
+    model, problems = tmp_path / "model", tmp_path / "problems.jsonl"
+    build_scripted_model(tiny_world / "tiny" / "model", model, "25")
+    rows = [make_problem(*abc) for abc in ((1, 4, 6), (5, 4, 5), (1, 2, 3), (3, 4, 5))]  # 25, 25, 7, 23
+    problems.write_text("".join(json.dumps({"id": f"q{i}", **row}) + "\n" for i, row in enumerate(rows)))
+    scripted = (f"model.path={model}", "model.name=scripted", f"eval.path={problems}", "group=scripted")
+    result = evaluate_standalone(eval_run(tiny_world, tmp_path, *scripted))
+    check_eval_json(result, 4, 2, locate_eval_dir(eval_run(tiny_world, tmp_path, *scripted))[1], 5)
+    assert [[(s["pred"], s["correct"]) for s in p["samples"]] for p in result["problems"]] == \
+        [[("25", True)] * 2] * 2 + [[("25", False)] * 2] * 2
+    assert all(s["formatted"] and s["finish_reason"] == "stop" for p in result["problems"] for s in p["samples"])
+    assert (result["metrics"]["avg_at_n"], result["metrics"]["format_rate"]) == (50.0, 100.0)
+    silent = tmp_path / "silent"  # a LoRA checkpoint under which it writes EOS at once
+    stopping_adapter(model, silent)
+    result = evaluate_standalone(eval_run(tiny_world, tmp_path, *scripted, f"eval.checkpoint={silent}"))
+    check_eval_json(result, 4, 2, locate_eval_dir(eval_run(tiny_world, tmp_path, *scripted,
+                                                           f"eval.checkpoint={silent}"))[1], 5)
+    assert all((s["pred"], s["correct"], s["formatted"], s["n_tokens"]) == (None, False, False, 1)
+               for p in result["problems"] for s in p["samples"])
+    assert (result["metrics"]["avg_at_n"], result["metrics"]["format_rate"]) == (0.0, 0.0)
 
 
 def shard_files(run_dir: RunDir) -> list[Path]:
