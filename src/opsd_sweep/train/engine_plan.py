@@ -23,6 +23,10 @@ from opsd_sweep.backends import resolve_backend
 from opsd_sweep.config import RunConfig
 
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # bf16 activations kept for backward per layer (Korthikanti et al. 2022)
+# The student's and the teacher's logits over the completion (and the student's logit gradient) span the whole
+# vocabulary: 16 bytes an entry makes the estimate cover the trainer peak every H200 gpu-check measured at a
+# micro-batch of 8 (49.5-51.6 GB, BENCHMARKS.md), which activations alone put at ~26 GB (an H100 ran out of memory).
+LOGIT_BYTES_PER_ENTRY = 16
 MARGIN = 1.25                           # allocator fragmentation, loss chunks, the teacher's forward
 
 
@@ -38,11 +42,14 @@ class RolloutEnginePlan:
 
 def training_step_bytes(run: RunConfig, model_config, longest_prompt: int) -> int:
     """A deliberate over-estimate of what a training step adds to the loaded model: the student's saved
-    activations for the longest micro-batch (one layer's with gradient checkpointing), with a margin."""
+    activations for the longest micro-batch (one layer's with gradient checkpointing) and the logits of the
+    micro-batch's completions, with a margin."""
     t = run.train
     tokens = t.per_device_batch_size * (longest_prompt + run.rollout.max_new_tokens)
     layers = 1 if t.gradient_checkpointing else model_config.num_hidden_layers
-    return int(MARGIN * ACTIVATION_BYTES_PER_TOKEN_HIDDEN * model_config.hidden_size * layers * tokens)
+    activations = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * model_config.hidden_size * layers * tokens
+    logits = LOGIT_BYTES_PER_ENTRY * t.per_device_batch_size * run.rollout.max_new_tokens * model_config.vocab_size
+    return int(MARGIN * (activations + logits))
 
 
 def rollout_engine_serves_eval(run: RunConfig, world_size: int) -> tuple[bool, str]:

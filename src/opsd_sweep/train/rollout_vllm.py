@@ -88,11 +88,18 @@ def kept_engine_bytes() -> int:
     return engine.device_bytes if engine is not None and engine.awake else 0
 
 
-def _fresh_cache(engine: RolloutEngine) -> None:
-    """A kept engine for a new cycle: no prefix-cache entry of the last run survives."""
+def wake(engine: RolloutEngine) -> None:
     if not engine.awake:
+        # the training step's freed blocks stay in torch's cache, out of reach of vLLM's own allocator: hand them
+        # back first (an H100 ran out of memory waking the engine into them)
+        torch.cuda.empty_cache()
         engine.llm.wake_up()
         engine.awake = True
+
+
+def _fresh_cache(engine: RolloutEngine) -> None:
+    """A kept engine for a new cycle: no prefix-cache entry of the last run survives."""
+    wake(engine)
     engine.llm.reset_prefix_cache()
 
 
@@ -213,9 +220,7 @@ class VLLMRollout:
             yield f"{name}{self.engine.base_layer_infix}.weight", weight
 
     def _wake(self) -> None:
-        if not self.engine.awake:
-            self.llm.wake_up()
-            self.engine.awake = True
+        wake(self.engine)
 
 
 def projection_weights(model_dir: Path, engine_names: dict[str, str], device) -> Iterator[tuple[str, torch.Tensor]]:
