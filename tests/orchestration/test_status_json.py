@@ -19,6 +19,7 @@ from opsd_sweep.status import SCHEMA_VERSION, STATES, fingerprint, main
 from opsd_sweep.summary import main as summary_main
 from tests.conftest import REPO, run_sweep
 from tests.orchestration.conftest import TINY, sweep_env
+from tests.premises import run_dir_of, start_at_band
 
 # Every field of schema_version 1 with its JSON type(s); None stands for null.
 TOP = {"schema_version": int, "root": str, "generated_at": str, "settled": bool, "counts": dict, "runs": list,
@@ -34,8 +35,10 @@ VERDICT = {"label": str, "n": (int, None), "mean": (float, None), "ci_low": (flo
            "ci_high": (float, None), "verdict": (str, None), "verdict_vs": (str, None)}
 
 CYCLE = [*TINY, "train.max_steps=2"]
-# lr=0.2 breaks the tiny model at its second step (KL x3.8, completions run to the cap); a rule of one early
-# step and no patience stops it there.
+# A run stopped at its collapse at step 2, under a rule of one early step and no patience. Whether a tiny run
+# collapses is the CPU's (lr=0.2 broke the model at its second step on the CPUs measured), so it starts at step 1
+# with its early step built (tests/premises.py): a 1-step donor's checkpoint and step, with a mean completion of
+# 100 tokens, which no completion of rollout.max_new_tokens=24 is within 25% of; step 2 is trained here.
 COLLAPSING = [*(a for a in CYCLE if not a.startswith("rollout.max_new_tokens")), "learning_rate=0.2",
               "seed=1", "train.stop_on_collapse=true", "train.collapse.early_steps=1",
               "train.collapse.patience=1"]
@@ -85,15 +88,22 @@ def await_first_snapshot(proc: subprocess.Popen) -> None:
 def swept(tmp_path_factory, tiny_cache):
     """A results root after a real tiny sweep, a run stopped at its collapse, a standalone evaluation of the
     base model (all of group tiny) and a summary of the root."""
-    results = tmp_path_factory.mktemp("results")
+    results, donors = tmp_path_factory.mktemp("results"), tmp_path_factory.mktemp("donors")
+    one_step = [*(a for a in COLLAPSING if not a.startswith("train.max_steps")), "train.max_steps=1"]
+    donor = run_sweep(["-m", *one_step], donors, tiny_cache)
+    assert donor.returncode == 0, donor.stdout[-3000:] + donor.stderr[-3000:]
     pair = run_sweep(["-m", *CYCLE, "learning_rate=1e-3", "seed=1,2"], results, tiny_cache)
     assert pair.returncode == 0, pair.stdout[-3000:] + pair.stderr[-3000:]
     base = subprocess.Popen([sys.executable, "-m", "opsd_sweep.evaluate", *CYCLE[:-1], "train.max_steps=0",
                              "seed=1"], cwd=REPO, env=sweep_env(results, tiny_cache), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    (donor_dir,) = (donors / "tiny").glob("lr0.2-*")
+    stopped = run_dir_of(COLLAPSING, results, tiny_cache)
+    start_at_band(stopped, donor_dir, rollout_len=100.0)
     collapsing = run_sweep(["-m", *COLLAPSING], results, tiny_cache)
     evaluated = base.communicate(timeout=600)[0]
     assert collapsing.returncode == 0, collapsing.stdout[-3000:] + collapsing.stderr[-3000:]
+    assert "checkpoint-1 at step 1" in (stopped / "logs" / "train.log").read_text()  # step 2 judged by the band
     assert base.returncode == 0, evaluated[-3000:]
     return results
 

@@ -38,11 +38,14 @@ def test_a_second_look_with_more_seeds_is_tested_at_a_bonferroni_split_level(swe
     assert second["looks"][0]["verdict"] == first["verdict"] and second["looks"][1]["verdict"] == second["verdict"]
     locked = second["benchmarks"][1]
     assert locked["seeds"] == [3, 4, 5]
-    low, high = sps.ttest_rel(np.array(locked["config_scores"]), np.array(locked["baseline_scores"])
-                              ).confidence_interval(split)
-    if np.isfinite(low):  # an interval of 3 differences (infinite only if they were all equal: SD 0)
-        assert (locked["difference"]["paired_low"], locked["difference"]["paired_high"]) == \
-            pytest.approx((max(low, -100), min(high, 100)))
+    config, baseline = np.array(locked["config_scores"]), np.array(locked["baseline_scores"])
+    differences = config - baseline
+    if np.ptp(differences) == 0:  # 3 equal differences (SD 0): the interval is the difference itself
+        low = high = differences[0]
+    else:
+        low, high = sps.ttest_rel(config, baseline).confidence_interval(split)
+    assert (locked["difference"]["paired_low"], locked["difference"]["paired_high"]) == \
+        pytest.approx((max(low, -100), min(high, 100)))
     assert "look 2 at this confirmation" in proc.stdout and "Bonferroni" in proc.stdout
     assert "look 2" in second["verdict_line"] and "look 2" in (swept / "confirm.md").read_text()
 

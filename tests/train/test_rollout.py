@@ -52,15 +52,30 @@ def test_eos_ids_join_tokenizer_and_generation_config(model_and_tokenizer):
     assert eos_token_ids(model, tokenizer) == sorted({tokenizer.eos_token_id, tokenizer.pad_token_id})
 
 
+def cut_at(completion: list[int], eos: set[int]) -> list[int]:
+    """A completion as it ends at the first of `eos` (kept), or whole."""
+    ends = [i for i, t in enumerate(completion) if t in eos]
+    return completion[:ends[0] + 1] if ends else completion
+
+
 def test_hf_rollout_stops_at_any_eos_reports_the_cap_and_is_seeded(world, tmp_path, model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     run = train_run(world, tmp_path, "rollout.max_new_tokens=8")
-    eos = list(range(40, 90))  # a sixth of the vocabulary ends a completion: both outcomes occur
     prompts = [[10 + i] * (3 + i % 4) for i in range(12)]
     student = lora_student(model, seed=0)
-    rollout = HFRollout(run.rollout, student, tokenizer.pad_token_id, eos, static_cache=False)
+    # What a random model draws is the CPU's, so the EOS ids are chosen from its draws: first with an id it cannot
+    # draw (past its vocabulary) every completion runs to the cap; two tokens it drew then end some completions
+    # early and, chosen so that one completion holds neither, leave one at the cap: both outcomes, by construction.
+    unbounded = HFRollout(run.rollout, student, tokenizer.pad_token_id, [len(tokenizer)], static_cache=False)
+    unbounded.update(0)
+    drawn = unbounded.generate(prompts, seed=3).completions
+    assert all(len(c) == 8 for c in drawn)
+    eos = next({a, b} for a in drawn[0] for b in drawn[1] if a != b
+               and any(a not in c and b not in c for c in drawn))
+    rollout = HFRollout(run.rollout, student, tokenizer.pad_token_id, sorted(eos), static_cache=False)
     rollout.update(0)
     first = rollout.generate(prompts, seed=3)
+    assert first.completions == [cut_at(c, eos) for c in drawn]  # the same draws, each cut at its first EOS id
     assert 0 < first.cap_fraction < 1
     for completion, capped in zip(first.completions, first.hit_cap):
         assert 1 <= len(completion) <= 8
@@ -68,7 +83,7 @@ def test_hf_rollout_stops_at_any_eos_reports_the_cap_and_is_seeded(world, tmp_pa
         assert not any(t in eos for t in completion[:-1])
     assert rollout.generate(prompts, seed=3).completions == first.completions
     assert rollout.generate(prompts, seed=4).completions != first.completions
-    static = HFRollout(run.rollout, student, tokenizer.pad_token_id, eos, static_cache=True)
+    static = HFRollout(run.rollout, student, tokenizer.pad_token_id, sorted(eos), static_cache=True)
     static.update(0)
     assert static.generate(prompts, seed=3).completions == first.completions
     # (the static cache's extra left padding of the bucket changes nothing)
