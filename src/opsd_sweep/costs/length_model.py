@@ -55,7 +55,8 @@ PUBLISHED_MEAN, PUBLISHED_AT_CAP = 19_000, 0.05  # the target: mean after the ca
 PUBLISHED_MEAN_BAND = (17_600, 21_700)  # the sources' range of mean lengths
 # Trained checkpoints write longer samples than the base model: Qwen3-1.7B on AIME24, mean 17,575 tokens a sample at
 # the base, 19,757 at step 100 (GitHub siyan-zhao/OPSD issue #15). KV reads grow with the square of the length, so a
-# trained checkpoint's eval costs ~1.27x the base's: a cost from the base-model lengths understates a sweep's.
+# trained checkpoint's eval costs ~1.27x the base's (1.18x under the 38,912 cap, as decision_model prices it): a cost
+# from the base-model lengths understates a sweep's.
 TRAINED_BASE_MEAN, TRAINED_STEP100_MEAN = 17_575, 19_757
 TRAINED_GROWTH = TRAINED_STEP100_MEAN / TRAINED_BASE_MEAN
 TRAINED_SOURCE = ("GitHub siyan-zhao/OPSD issue #15: Qwen3-1.7B AIME24, mean 17,575 tokens a sample at the base, "

@@ -114,7 +114,7 @@ class Row:
     run_h: float
     seeds: Optional[int]
     gpu_hours: Optional[float]
-    budget_seeds: int
+    budget_seeds: Optional[int]  # None: a design the plan could not price
     mde: Optional[float]
     note: str = ""
 
@@ -253,9 +253,9 @@ def race_design_row(effect: float, budget: float, s: Scenario, fixed: Row, resul
     simulated = (f"simulated: {result.sweeps} sweeps, power {result.power:.2f} ± {result.power_se:.2f}, "
                  f"{result.runs:.0f} runs")
     if not result.reached or not fixed.gpu_hours:
-        return Row(name, how, s.k, sd, s.run_h(s.k), None, None, 0, None,
+        return Row(name, how, s.k, sd, s.run_h(s.k), None, None, None, None,
                    f"no max_seeds up to {result.max_seeds} reaches {s.power:.0%} power ({simulated}, "
-                   f"{result.gpu_hours:.0f} GPU-hours)" + (": its precision stop (target_half_width) ends it first"
+                   f"{result.gpu_hours:.0f} GPU-hours)" + ("; the next row turns its precision stop off"
                                                           if result.precision_stop else ""))
     ratio = result.gpu_hours / fixed.gpu_hours
     fixed_design = analytic_designs(s)["fixed"]

@@ -63,6 +63,9 @@ def make_plan(s: PlanSettings, overrides: list[str], progress: Callable[[str], N
     if grid.comparisons < 1:
         raise ValueError(f"the grid {list(grid.configs)} has no config besides its baseline {grid.baseline!r}: add "
                          "a sweep override (e.g. learning_rate=1e-5,2e-5) or leave --baseline out")
+    if s.designs == ["race"] and s.race_sweeps == 0:
+        raise ValueError("--race-sweeps 0 leaves the race out and no other design is asked: add designs "
+                         "(--designs fixed race) or give --race-sweeps 60")
     scenario, cost_words = scenario_of(s, grid)
     analytic = analytic_designs(scenario)
     fixed = analytic["fixed"].row(s.effect, s.budget, scenario)
