@@ -151,3 +151,11 @@ def test_bad_input_is_refused_naming_the_value_and_the_fix(flags, named, fix):
         main(["learning_rate=1e-5,2e-5", "--race-sweeps", "0", *flags])
     message = str(refused.value.code)
     assert named in message and fix in message
+
+
+def test_help_says_what_it_prints_with_examples(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert done.value.code == 0 and text.startswith("usage: python -m opsd_sweep.plan")
+    assert "smallest gain a budget" in text and "+sweep=lr_grid --baseline lr_scheduler=constant" in text
