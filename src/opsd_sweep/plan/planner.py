@@ -82,11 +82,11 @@ def make_plan(s: PlanSettings, overrides: list[str], progress: Callable[[str], N
         else:
             rows.append(analytic[name].row(s.effect, s.budget, scenario))
     lines = report.header(grid_words(grid), scenario.noise.source, cost_words, scenario)
-    lines += ["", report.table(rows, s.effect, s.budget), ""]
-    lines += [f"- {r.design}: {r.note}" for r in rows if r.note]
+    notes = [f"- {r.design}: {r.note}" for r in rows if r.note]
     if grid.seeds is not None and len(grid.seeds) >= 2:
         mde = analytic["fixed"].mde(len(grid.seeds), scenario)
-        lines.append(f"- the grid's own {len(grid.seeds)} seeds per config resolve >= {mde:.1f} points (fixed grid, "
+        notes.append(f"- the grid's own {len(grid.seeds)} seeds per config resolve >= {mde:.1f} points (fixed grid, "
                      f"{grid.arms * len(grid.seeds) * fixed.run_h:,.1f} GPU-hours)")
+    lines += ["", report.table(rows, s.effect, s.budget), *([""] + notes if notes else [])]
     lines += ["", report.sentence(rows, s.effect, s.budget, scenario)]
     return Plan(grid, scenario, rows, lines)
