@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: help install install-gpu gpu-check demo summary confirm test test-fast check-wheel clean
+.PHONY: help install install-gpu gpu-check demo plan summary confirm test test-fast check-wheel clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,10 @@ demo: install  ## the tiny CPU demo (~2 min on 2 cores, +1 min the first time; o
 	$(PY) -m opsd_sweep -m profile=tiny +sweep=demo learning_rate=1e-2,3e-2 seed=$(DEMO_SEEDS) results_root=$(RESULTS)
 	$(PY) -m opsd_sweep.summary $(RESULTS)/tiny-demo --baseline max_steps=0
 	$(PY) -m opsd_sweep.confirm $(RESULTS)/tiny-demo --baseline max_steps=0 --locked eval=tiny_locked --seeds 3
+
+PLAN_ARGS ?= profile=tiny +sweep=demo learning_rate=1e-2,3e-2 seed=$(DEMO_SEEDS)
+plan: install  ## before a sweep: GPU-hours per design to find a gain, and what a budget resolves (~1 min); PLAN_ARGS="+sweep=lr_grid --baseline lr_scheduler=constant --effect 1.6 --budget 200 --gpu H100"
+	$(PY) -m opsd_sweep.plan $(PLAN_ARGS)
 
 summary: install  ## verdicts, seeds advice, tables and plots for RESULTS (default results), each problem set apart (after make demo: the sweep's and its confirmation's); more flags: SUMMARY_ARGS="--baseline max_steps=0"
 	$(PY) -m opsd_sweep.summary $(RESULTS) $(SUMMARY_ARGS)

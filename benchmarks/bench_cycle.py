@@ -69,7 +69,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks import length_model
+from opsd_sweep.costs import length_model
 from benchmarks.bench_vllm_tp_dp import N_SAMPLES, summarize
 from benchmarks.eval_trace import TimedSteps, TimeLimit, engine_args_with, summarize_steps
 from benchmarks.run_config import composed_run_config

@@ -1,11 +1,12 @@
 """GPU-hours per 6-config decision at real costs (issue 40, item 5): is +3 points real, found at 80% power with
 family-wise false "better" <= 5%?
 
-World (benchmarks.decision_model): training 524 GPU-s a run, eval samples priced by the measured step model at
-lengths tied to correctness (wrong answers longer), 30 problems of which 6 are never and 4 always solved,
+World (opsd_sweep.costs.decision_model): training 524 GPU-s a run, eval samples priced by the measured step model at
+lengths tied to correctness (wrong answers longer; --lengths: `trained`, the default, is the published model x the
+trained-checkpoint growth, `published` the base model's, `sweep:RESULTS` a sweep's own), 30 problems of which 6 are never and 4 always solved,
 run-to-run SD 3 points at K = 12 (eval sampling 1.73 of it, the training seed the rest).
 Grids (bench_race's): "six" = baseline, one +3, two equal, two 8 and 10 worse; "six-equal" = all equal.
-Designs (benchmarks.decision_designs), each on the SAME simulated sweeps (common random numbers):
+Designs (opsd_sweep.costs.decision_designs), each on the SAME simulated sweeps (common random numbers):
   fixed_k12                  fixed grid at K = 12, seeds per config the smallest reaching 80% power
   race_k12                   the race (opsd_sweep.race, the sweeper's settings) at K = 12
   race_kauto                 + K0 = 4 for the first round, then the cost-optimal K from the pool
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -33,9 +35,11 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks.bench_race import GRIDS, MAX_SEEDS, settings_of
-from benchmarks.decision_designs import Outcome, SamplePolicy, fixed_grid, race
-from benchmarks.decision_model import Sweep, World, check_published_eval, default_world, measured_cost_model
-from benchmarks.records import record_head, write_record
+from opsd_sweep.costs.decision_designs import Outcome, SamplePolicy, fixed_grid, race
+from benchmarks.records import MEASURED, record_head, write_record
+from opsd_sweep.costs import length_model
+from opsd_sweep.costs.decision_model import (LENGTH_SPECS, CostModel, LengthsByCorrectness, Sweep, World,
+                                             default_world, eval_lengths, measured_cost_model)
 
 TUNE_SEED, REPORT_SEED = 40_401, 40_402
 POWER, FW_LIMIT = 0.80, 0.05
@@ -69,11 +73,11 @@ DESIGNS = {
 }
 
 
-def what_if_designs(run_sd: float) -> dict[str, Design]:
+def what_if_designs(run_sd: float, lengths: LengthsByCorrectness) -> dict[str, Design]:
     """Rows that reprice the best design: what would bring a decision to <= 15 GPU-hours."""
-    fp8 = default_world(run_sd, measured_cost_model(kv_factor=0.5))
+    fp8 = default_world(run_sd, measured_cost_model(kv_factor=0.5), lengths)
     fp8_half_train = default_world(run_sd, measured_cost_model(train_s=measured_cost_model().train_s / 2,
-                                                               kv_factor=0.5))
+                                                               kv_factor=0.5), lengths)
     return {
         "race_kauto_alloc_paired05_fp8kv": Design(AUTO_ALLOC, 0.5, "seed", fp8,
                                                   "FP8 KV cache: half the KV part"),
@@ -82,6 +86,20 @@ def what_if_designs(run_sd: float) -> dict[str, Design]:
         "race_kauto_alloc_paired08_fp8kv_train_half": Design(AUTO_ALLOC, 0.8, "seed", fp8_half_train,
                                                              "+ a seed correlation of 0.8"),
     }
+
+
+STEP_MODEL_RECORD = MEASURED / "eval_step_model_2026-12-04_published_part.json"  # the H200 costs' record
+
+
+def check_published_eval(cost: CostModel | None = None, seed: int = 0) -> dict:
+    """GPU-minutes of one 360-sample eval at the published preset's lengths under the cost model, beside the step
+    model's own projections of it."""
+    cost = cost or measured_cost_model()
+    drawn = length_model.published().draw(30, 12, seed)
+    return {"samples": len(drawn), "mean_tokens": round(float(np.mean(drawn)), 1),
+            "gpu_minutes": round(float(cost.sample_seconds(drawn).sum()) / 60, 1),
+            "step_model_projection_minutes": sorted(round(p["seconds"] / 60, 1) for p in json.loads(
+                STEP_MODEL_RECORD.read_text())["projections"] if p["requests"] == 360)}
 
 
 # --- measuring a design ----------------------------------------------------------------------------
@@ -169,27 +187,35 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--run-sd", type=float, default=3.0, help="run-to-run SD (points) at K = 12 (default 3)")
     parser.add_argument("--stop-alpha", type=float, default=RACE_DEFAULTS["stop_alpha"],
                         help=f"the races' stop_alpha (default {RACE_DEFAULTS['stop_alpha']}, conf/hydra/sweeper/race.yaml)")
+    parser.add_argument("--lengths", default="trained", metavar=LENGTH_SPECS,
+                        help="the eval's length model: trained (the published lengths x the trained-checkpoint growth "
+                             "17,575 -> 19,757 tokens; the default), published (the base model's) or sweep:RESULTS "
+                             "(the lengths a sweep's runs wrote)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write the record (default benchmarks/measured/decision_cost_<date>.json)")
     args = parser.parse_args(argv)
     if not 0 < args.stop_alpha < 1:
         parser.error(f"--stop-alpha {args.stop_alpha}: a level in (0, 1), e.g. 0.002")
+    try:
+        lengths = eval_lengths(args.lengths)
+    except ValueError as err:
+        parser.error(str(err))
     race_settings = RACE_DEFAULTS | {"stop_alpha": args.stop_alpha}
     tune_n, report_n, equal_n = (12, 16, 16) if args.quick else (150, 400, 500)
-    world = default_world(args.run_sd)
+    world = default_world(args.run_sd, lengths=lengths)
     started = time.time()
     print(f"world: train SD {world.train_sd:.2f} + eval SD {math.sqrt(world.difficulty.eval_var(world.base_score, 12)):.2f}"
-          f" at K = 12 = run SD {args.run_sd:g}; seconds per (correct, wrong) sample "
-          f"{tuple(round(x, 2) for x in world.sample_seconds)}; 360 published-length samples "
-          f"{check_published_eval()['gpu_minutes']} GPU-min", flush=True)
-    designs = DESIGNS | ({} if args.quick else what_if_designs(args.run_sd))
+          f" at K = 12 = run SD {args.run_sd:g}; lengths: {lengths.name} (mean {lengths.describe()['overall_mean']:,}); "
+          f"seconds per (correct, wrong) sample {tuple(round(x, 2) for x in world.sample_seconds)}; 360 "
+          f"published-length samples {check_published_eval()['gpu_minutes']} GPU-min", flush=True)
+    designs = DESIGNS | ({} if args.quick else what_if_designs(args.run_sd, lengths))
     rows = {}
     for name, design in tqdm(designs.items(), desc="designs"):
         rows[name] = measure(name, design, world, tune_n, report_n, equal_n, race_settings)
         tqdm.write(f"  {name}: {rows[name]['gpu_hours']:.1f} GPU-h, power {rows[name]['power']:.3f}, "
                    f"FW {rows[name]['fw_false_better']:.3f}")
-    print(f"\n## GPU-hours per 6-config decision at run SD {args.run_sd:g} (REPORT sweeps: {report_n} six, "
-          f"{equal_n} six-equal; ± = Monte-Carlo SE)")
+    print(f"\n## GPU-hours per 6-config decision at run SD {args.run_sd:g}, eval lengths: {lengths.name} (REPORT "
+          f"sweeps: {report_n} six, {equal_n} six-equal; ± = Monte-Carlo SE)")
     print(table(rows, rows["race_k12"]["gpu_hours"]))
     record = {**record_head("bench_decision_cost", argv),
               "quick": args.quick, "seconds": round(time.time() - started, 1),

@@ -30,7 +30,7 @@ from argparse import Namespace
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks import length_model
+from opsd_sweep.costs import length_model
 from benchmarks.bench_cycle import adapter_run, adapter_settings, cycle_eval_setup
 from benchmarks.bench_vllm_tp_dp import N_SAMPLES, summarize
 from benchmarks.eval_trace import TimedSteps, engine_args_with, summarize_steps

@@ -36,7 +36,7 @@ from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks import length_model
+from opsd_sweep.costs import length_model
 from opsd_sweep.evaluate.generate import EngineSpec, Job, Sampling, Shard
 from opsd_sweep.evaluate.shards import derive_seed
 from opsd_sweep.run.rundir import atomic_write_text

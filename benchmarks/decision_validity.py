@@ -2,9 +2,9 @@
 |bias| <= 0.2 points and family-wise false "better" <= 5% on all-equal grids, for K auto, the allocation and
 pairing, each alone and together.
 
-World: benchmarks.decision_model (problems at 0 and 1, lengths tied to correctness, run-to-run SD 3 at K = 12).
+World: opsd_sweep.costs.decision_model (problems at 0 and 1, lengths tied to correctness, run-to-run SD 3 at K = 12).
 Each sweep runs SEEDS seeds of six configs the way a race does (3 seeds of every config in one batch, then one
-seed of every config a batch, each batch planned from the runs before it: benchmarks.decision_designs.grid_runs).
+seed of every config a batch, each batch planned from the runs before it: opsd_sweep.costs.decision_designs.grid_runs).
 - Delta: every config minus the baseline on the "six" grid (true Delta 3, 0, 0, -8, -10 points): unpaired as the
   race and summary compare (run scores, the SD pooled across the six configs, t with its df), paired as the
   race's and the summary's pairing: seed (inference.pairing.paired_by_seed: differences by seed, n - 1 df);
@@ -28,8 +28,8 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks.bench_race import GRIDS
-from benchmarks.decision_designs import BASELINE, SamplePolicy, grid_runs
-from benchmarks.decision_model import Sweep, default_world
+from opsd_sweep.costs.decision_designs import BASELINE, SamplePolicy, grid_runs
+from opsd_sweep.costs.decision_model import Sweep, default_world
 from benchmarks.records import record_head, write_record
 from opsd_sweep.inference.pairing import paired_by_seed
 from opsd_sweep.inference.stats import holm

@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks import length_model
+from opsd_sweep.costs import length_model
 from benchmarks.eval_step_model import KV_BYTES_PER_TOKEN, MERGED_STEP_S, predict_eval
 from benchmarks.records import MEASURED, record_head, write_record
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import length_model
+from opsd_sweep.costs import length_model
 from benchmarks.bench_vllm_tp_dp import PROMPT_TOKENS, decode_schedule
 from benchmarks.eval_trace import SEQUENCE_BANDS
 

@@ -12,7 +12,7 @@ import math
 import time
 
 from benchmarks.bench_decision_cost import DESIGNS, RACE_DEFAULTS, outcomes
-from benchmarks.decision_model import default_world
+from opsd_sweep.costs.decision_model import default_world
 from benchmarks.records import record_head, write_record
 
 

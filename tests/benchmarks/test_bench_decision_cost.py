@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from benchmarks import bench_decision_cost, decision_validity
-from benchmarks.decision_designs import Planner, SamplePolicy, race
-from benchmarks.decision_model import Sweep, check_published_eval, default_world
+from opsd_sweep.costs.decision_designs import Planner, SamplePolicy, race
+from opsd_sweep.costs.decision_model import Sweep, default_world
 from benchmarks.bench_race import GRIDS, settings_of
 
 REQUIRED = {"gpu_hours", "runs", "samples", "power", "fw_false_better"}
@@ -44,7 +44,7 @@ def test_quick_run_orders_the_designs_sanely(quick_record):
 
 def test_the_world_matches_its_sources():
     world = default_world()
-    eval_check = check_published_eval()
+    eval_check = bench_decision_cost.check_published_eval()
     assert 40 <= eval_check["gpu_minutes"] <= 50  # the projected 45-50 GPU-minutes of a 360-sample eval
     lengths = world.lengths.describe()
     assert lengths["overall_mean"] == pytest.approx(19_000, rel=0.01)

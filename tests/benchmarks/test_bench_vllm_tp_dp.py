@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from benchmarks import bench_vllm_tp_dp as bench
-from benchmarks import length_model as lengths
+from opsd_sweep.costs import length_model as lengths
 
 
 def test_the_short_probe_is_reproducible_clipped_and_averages_near_5000():

@@ -1,4 +1,4 @@
-"""The eval benchmarks' length models (benchmarks/length_model.py), the KV-read floor, and the step model's
+"""The eval benchmarks' length models (src/opsd_sweep/costs/length_model.py), the KV-read floor, and the step model's
 scheduler limited by the KV cache (benchmarks/eval_step_model.py) that projects a measured part (issue 39)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks import bench_cycle, eval_trace
 from benchmarks import eval_step_model as model
-from benchmarks import length_model as lm
+from opsd_sweep.costs import length_model as lm
 
 QWEN3_1_7B = {"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
               "hidden_size": 2048, "torch_dtype": "bfloat16"}

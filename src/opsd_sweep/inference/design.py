@@ -190,3 +190,12 @@ def seeds_needed_paired(delta: float, sd: float, rho: float, alpha: float, power
         paired = smallest(lambda n: float(paired_engine.power(delta / sd_diff, n, alpha)))
     unpaired = smallest(lambda n: float(unpaired_engine.power(delta / sd, n, alpha, ratio=1.0)))
     return paired, unpaired
+
+
+def min_detectable_effect_paired(sd: float, rho: float, n: int, alpha: float, power_: float) -> float:
+    """Smallest true difference the paired t over n seeds (n - 1 df) detects at this power: the one-sample t's
+    detectable effect size on differences of SD sd sqrt(2 (1 - rho)) (as `seeds_needed_paired` plans)."""
+    if n < 2:
+        raise ValueError(f"min_detectable_effect_paired: n={n}; a paired t needs >= 2 seeds")
+    effect = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power_, alternative="two-sided")
+    return float(np.squeeze(effect)) * sd * math.sqrt(max(2 * (1 - rho), 1e-12))

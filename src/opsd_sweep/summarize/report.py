@@ -263,10 +263,12 @@ def samples_cost_statement(p: dict, larger_k: int) -> str:
     if "train_gpu_h" not in p:
         return ("Whether that is cheaper than seeds depends on what K samples cost against a training run: "
                 "these runs record no GPU-hours per phase (CPU or simulated runs, or more than the final checkpoint "
-                "evaluated).")
+                "evaluated). `python -m opsd_sweep.plan --from RESULTS` prices them at the measured GPU costs, its "
+                "evals at the lengths these runs wrote (docs/plan.md).")
     k, train_h, eval_h = p["k"], p["train_gpu_h"], p["eval_gpu_h"]
     out = (f"A trained run here costs {train_h:.2f} GPU-hours of training and {eval_h:.2f} of evaluation at K = {k} "
-           "on average (eval hours taken as proportional to samples)")
+           "on average (the runs' own recorded hours, so at the lengths their evals wrote; eval hours taken as "
+           "proportional to samples)")
     if "gpu_h_seeds" in p:
         cheaper = "cheaper" if p["gpu_h_seeds_larger_k"] < p["gpu_h_seeds"] else "dearer"
         out += (f": the seeds needed cost {p['gpu_h_seeds']:.1f} GPU-hours per config at K = {k} and "

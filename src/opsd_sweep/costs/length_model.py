@@ -53,6 +53,14 @@ PUBLISHED_SOURCES = (
 )
 PUBLISHED_MEAN, PUBLISHED_AT_CAP = 19_000, 0.05  # the target: mean after the cap, share at the cap
 PUBLISHED_MEAN_BAND = (17_600, 21_700)  # the sources' range of mean lengths
+# Trained checkpoints write longer samples than the base model: Qwen3-1.7B on AIME24, mean 17,575 tokens a sample at
+# the base, 19,757 at step 100 (GitHub siyan-zhao/OPSD issue #15). KV reads grow with the square of the length, so a
+# trained checkpoint's eval costs ~1.27x the base's (1.18x under the 38,912 cap, as decision_model prices it): a cost
+# from the base-model lengths understates a sweep's.
+TRAINED_BASE_MEAN, TRAINED_STEP100_MEAN = 17_575, 19_757
+TRAINED_GROWTH = TRAINED_STEP100_MEAN / TRAINED_BASE_MEAN
+TRAINED_SOURCE = ("GitHub siyan-zhao/OPSD issue #15: Qwen3-1.7B AIME24, mean 17,575 tokens a sample at the base, "
+                  "19,757 at step 100")
 SHORT_MEAN, SHORT_SIGMA = 5_000, 1.0
 
 
@@ -251,7 +259,7 @@ def hbm_bytes_per_s(device: str | None) -> float:
         if name in device:
             return rate
     raise ValueError(f"{device!r}: no copy rate is known for this GPU, so its KV-read floor cannot be computed; "
-                     f"measure a device-to-device copy there and add it to benchmarks/length_model.COPY_BYTES_PER_S")
+                     f"measure a device-to-device copy there and add it to opsd_sweep.costs.length_model.COPY_BYTES_PER_S")
 
 
 def kv_read_floor(prompt_lens: list[int], lengths: list[int], bytes_per_token: int, seconds: float | None = None,

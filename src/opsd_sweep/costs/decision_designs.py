@@ -1,4 +1,4 @@
-"""The designs of a 6-config decision, run on one simulated sweep (benchmarks.decision_model.Sweep).
+"""The designs of a 6-config decision, run on one simulated sweep (opsd_sweep.costs.decision_model.Sweep).
 
 How a run's eval spends samples (`SamplePolicy`, carried out per sweep by `Planner`):
 - fixed K: every problem K samples;
@@ -26,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 
-from benchmarks.decision_model import Sweep
+from opsd_sweep.costs.decision_model import Sweep
 from opsd_sweep.inference.design import choose_k, neyman_allocation, shrunk_rates, stratified_score
 from opsd_sweep.race import RaceSettings, RaceSpec, RunResult, run_race
 from opsd_sweep.race.compare import ConfigSummary

@@ -1,6 +1,6 @@
 """The decision-cost benchmarks' world: what a run costs (GPU-seconds) and what it scores (per-problem solve rates).
 
-Cost model (one H200; every figure measured or named):
+Cost model (one GPU of a kind in costs.measured; the H200's by default; every figure measured or named):
 - training: 100 steps x 5.24 s (the steady step of `make gpu-check` on f2ccf53, BENCHMARKS.md) = 524 s a run;
 - eval: the step model fitted to the traced real-length eval (benchmarks/measured/
   eval_step_model_2026-12-04_published_part.json): an engine step costs a + b x (KV tokens read that step),
@@ -9,7 +9,7 @@ Cost model (one H200; every figure measured or named):
   and reads its own context of P + t tokens at its t-th token, so it costs
       c(n) = n a / C + b (P n + n (n + 1) / 2) seconds,
   quadratic in n: the longest (wrong, capped) samples are the dearest. 360 samples at the published lengths
-  come to ~46 GPU-minutes (`check_published_eval`), inside the step model's projection of 44-49 for the same
+  come to ~46 GPU-minutes (bench_decision_cost.check_published_eval), inside the step model's projection of 44-49 for the same
   eval (its replay, with the KV cache's preemptions, 2,631-2,938 s). A small eval (K = 2-4) keeps ~64 sequences
   only while more than 64 are left: its tail runs emptier steps; the model leaves that out (a sweep can share
   one engine between runs' evals, benchmarks/bench_shared_tail.py).
@@ -19,6 +19,9 @@ Length model tied to correctness (the `published` preset of length_model.py give
 (sigma 0.40, so ~0.3% reach the cap), wrong ones a capped lognormal whose mean after the cap and share at the
 cap make the whole match the preset at the anchor's 54.22% accuracy (wrong: mean ~24,900, ~10.8% at the cap).
 OPSD and thinking-model papers report wrong answers ~1.5-2x longer than right ones; we take 1.8x.
+Trained checkpoints write longer samples than the base model (length_model.TRAINED_GROWTH): `published_by_correctness(
+trained=True)` stretches both by it. A sweep's own lengths (length_model.sweep) replace the lognormals with the
+recorded correct and wrong lengths (`sweep_by_correctness`).
 
 Difficulty model (opsd_sweep.simulate's logistic model, with problems at 0 and 1): 6 problems never solved and
 4 always solved by any run (solve rate exactly 0 or 1), 20 with logistic difficulties of SD 2.0 (problem_seed 0);
@@ -28,7 +31,6 @@ eval-sampling SD of avg@12 1.73 points (published: ~1.5-2.2).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -37,13 +39,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from benchmarks import length_model
-from benchmarks.records import MEASURED
+from opsd_sweep.costs import length_model
+from opsd_sweep.costs.measured import GPU_COSTS, GpuCosts
 from opsd_sweep.simulate import problem_difficulties, solve_rates
 
-STEP_MODEL_RECORD = MEASURED / "eval_step_model_2026-12-04_published_part.json"
-TRAIN_STEPS, TRAIN_STEP_S = 100, 5.24  # make gpu-check on f2ccf53: the cold cycle's steady step
-CONCURRENCY = 64  # sequences decoding together in the traced real-length eval
+TRAIN_STEPS = 100  # the recipe's (conf/recipe/paper.yaml)
 PROMPT_TOKENS = 100  # an AIME prompt, as the eval benchmarks force it (bench_vllm_tp_dp)
 ANCHOR_SCORE = 54.22  # the published avg@12 (percent)
 SAMPLES_CAP = 64  # most samples of one problem a run may draw (the allocation never asked more than ~20)
@@ -60,6 +60,7 @@ class CostModel:
     kv_s_per_token: float  # b: seconds per KV token read
     concurrency: int
     prompt_tokens: int
+    gpu: GpuCosts = GPU_COSTS["H200"]
 
     def sample_seconds(self, n) -> np.ndarray:
         n = np.asarray(n, float)
@@ -71,17 +72,22 @@ class CostModel:
         return mean * linear + self.kv_s_per_token * second_moment / 2
 
     def describe(self) -> dict:
-        return {"train_s": self.train_s, "train_source": f"{TRAIN_STEPS} steps x {TRAIN_STEP_S} s (make gpu-check, "
-                "f2ccf53)", "eval_step_s": self.step_s, "eval_s_per_million_kv_tokens": self.kv_s_per_token * 1e6,
-                "concurrency": self.concurrency, "prompt_tokens": self.prompt_tokens,
-                "sample_seconds": "n a / C + b (P n + n (n + 1) / 2)", "eval_source": STEP_MODEL_RECORD.name}
+        return {"gpu": self.gpu.kind, "train_s": self.train_s, "train_source": f"steps x {self.gpu.train_step_s} s "
+                f"({self.gpu.train_source})", "eval_step_s": self.step_s,
+                "eval_s_per_million_kv_tokens": self.kv_s_per_token * 1e6, "concurrency": self.concurrency,
+                "prompt_tokens": self.prompt_tokens, "sample_seconds": "n a / C + b (P n + n (n + 1) / 2)",
+                "eval_source": self.gpu.eval_source}
 
 
-def measured_cost_model(train_s: float = TRAIN_STEPS * TRAIN_STEP_S, kv_factor: float = 1.0) -> CostModel:
-    """The cost model of the measured records; kv_factor scales the KV part (0.5: an FP8 KV cache reads half)."""
-    fit = json.loads(STEP_MODEL_RECORD.read_text())["fit"]
-    return CostModel(train_s, fit["step_s"], fit["s_per_million_kv_tokens"] / 1e6 * kv_factor, CONCURRENCY,
-                     PROMPT_TOKENS)
+def measured_cost_model(train_s: float | None = None, kv_factor: float = 1.0, gpu: str = "H200") -> CostModel:
+    """The cost model of the measured figures of one GPU kind (costs.measured); train_s: a run's training
+    GPU-seconds (default the recipe's 100 steps); kv_factor scales the KV part (0.5: an FP8 KV cache reads half)."""
+    if gpu not in GPU_COSTS:
+        raise ValueError(f"gpu={gpu!r}: no measured costs for it; give one of {sorted(GPU_COSTS)} "
+                         "(src/opsd_sweep/costs/measured.py)")
+    g = GPU_COSTS[gpu]
+    return CostModel(TRAIN_STEPS * g.train_step_s if train_s is None else train_s, g.eval_step_s,
+                     g.eval_s_per_million_kv_tokens / 1e6 * kv_factor, g.concurrency, PROMPT_TOKENS, g)
 
 
 # --- lengths -------------------------------------------------------------------------------------
@@ -114,34 +120,87 @@ class CappedLognormal:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """Lengths a sweep's samples had (one group: its correct, or its wrong ones), drawn back with replacement."""
+
+    lengths: tuple[int, ...]
+    cap: int = length_model.CAP
+
+    def moment(self, k: int) -> float:
+        return float(np.mean(np.asarray(self.lengths, float) ** k))
+
+    @property
+    def share_at_cap(self) -> float:
+        return float(np.mean(np.asarray(self.lengths) >= self.cap))
+
+    def draw(self, rng: np.random.Generator, size) -> np.ndarray:
+        return rng.choice(np.asarray(self.lengths, float), size)
+
+
+@dataclass(frozen=True)
 class LengthsByCorrectness:
     """Sample lengths that depend on whether the sample is right (module docstring)."""
 
-    correct: CappedLognormal
-    wrong: CappedLognormal
-    accuracy: float  # the accuracy the overall figures were matched at
+    correct: CappedLognormal | Recorded
+    wrong: CappedLognormal | Recorded
+    accuracy: float  # the accuracy the overall figures were matched at (a sweep's: its share correct)
+    name: str = "published, split by correctness"
 
     def describe(self) -> dict:
         both = self.accuracy * self.correct.moment(1) + (1 - self.accuracy) * self.wrong.moment(1)
-        return {"name": "published, split by correctness", "matched_at_accuracy": self.accuracy,
-                "correct": {"mean": round(self.correct.moment(1)), "sigma": self.correct.sigma,
-                            "share_at_cap": round(self.correct.share_at_cap, 4)},
-                "wrong": {"mean": round(self.wrong.moment(1)), "sigma": round(self.wrong.sigma, 4),
-                          "share_at_cap": round(self.wrong.share_at_cap, 4)},
-                "overall_mean": round(both), "overall_share_at_cap": round(
+
+        def group(d) -> dict:
+            return {"mean": round(d.moment(1)), "share_at_cap": round(d.share_at_cap, 4),
+                    **({"sigma": round(d.sigma, 4)} if isinstance(d, CappedLognormal) else {"samples": len(d.lengths)})}
+        return {"name": self.name, "matched_at_accuracy": round(self.accuracy, 4), "correct": group(self.correct),
+                "wrong": group(self.wrong), "overall_mean": round(both), "overall_share_at_cap": round(
                     self.accuracy * self.correct.share_at_cap + (1 - self.accuracy) * self.wrong.share_at_cap, 4),
                 "published_preset": {"mean": length_model.PUBLISHED_MEAN, "share_at_cap": length_model.PUBLISHED_AT_CAP}}
 
 
 def published_by_correctness(correct_mean: float = 14_000, correct_sigma: float = 0.40,
-                             accuracy: float = ANCHOR_SCORE / 100) -> LengthsByCorrectness:
+                             accuracy: float = ANCHOR_SCORE / 100, trained: bool = False) -> LengthsByCorrectness:
     """Correct samples as given; wrong ones chosen so the mixture has the published preset's mean and share at the
-    cap at this accuracy."""
+    cap at this accuracy. trained: both stretched by length_model.TRAINED_GROWTH (before the cap), as a trained
+    checkpoint's samples are longer than the base model's."""
     correct = CappedLognormal(correct_mean, correct_sigma)
     wrong_mean = (length_model.PUBLISHED_MEAN - accuracy * correct.moment(1)) / (1 - accuracy)
     wrong_at_cap = (length_model.PUBLISHED_AT_CAP - accuracy * correct.share_at_cap) / (1 - accuracy)
     before_cap, sigma = length_model.capped_lognormal(wrong_mean, wrong_at_cap)
-    return LengthsByCorrectness(correct, CappedLognormal(before_cap, sigma), accuracy)
+    wrong = CappedLognormal(before_cap, sigma)
+    if not trained:
+        return LengthsByCorrectness(correct, wrong, accuracy)
+    g = length_model.TRAINED_GROWTH
+    return LengthsByCorrectness(CappedLognormal(correct.mean_before_cap * g, correct.sigma),
+                                CappedLognormal(wrong.mean_before_cap * g, wrong.sigma), accuracy,
+                                f"published x {g:.3f} trained-checkpoint growth, split by correctness")
+
+
+def sweep_by_correctness(model: length_model.LengthModel) -> LengthsByCorrectness:
+    """A sweep's own lengths (length_model.sweep), its correct and wrong samples apart, at its share correct."""
+    rows = [row for _, problem in model.problems for row in problem]
+    correct = tuple(n for n, ok, _ in rows if ok)
+    wrong = tuple(n for n, ok, _ in rows if not ok)
+    cap = model.parameters["cap"]
+    # a group the sweep never wrote (every sample right, or every one wrong) is priced as the other group
+    return LengthsByCorrectness(Recorded(correct or wrong, cap), Recorded(wrong or correct, cap),
+                                len(correct) / len(rows), f"the sweep's own lengths ({model.parameters['source']}, "
+                                f"{len(rows)} samples), split by correctness")
+
+
+LENGTH_SPECS = "published|trained|sweep:RESULTS"
+
+
+def eval_lengths(spec: str) -> LengthsByCorrectness:
+    """The eval's length model by name: `published` (the base model's), `trained` (published x the trained-checkpoint
+    growth) or `sweep:RESULTS` (the lengths the runs under RESULTS wrote)."""
+    if spec == "published":
+        return published_by_correctness()
+    if spec == "trained":
+        return published_by_correctness(trained=True)
+    if spec.startswith("sweep:") and spec[len("sweep:"):]:
+        return sweep_by_correctness(length_model.sweep(spec[len("sweep:"):]))
+    raise ValueError(f"lengths {spec!r}: give {LENGTH_SPECS}")
 
 
 # --- difficulty ----------------------------------------------------------------------------------
@@ -225,8 +284,9 @@ class World:
                 "run_sd_at_k12": self.run_sd, "train_seed_sd": round(self.train_sd, 3), "base_score": self.base_score}
 
 
-def default_world(run_sd: float = 3.0, cost: CostModel | None = None) -> World:
-    return World(DifficultyModel(), published_by_correctness(), cost or measured_cost_model(), run_sd)
+def default_world(run_sd: float = 3.0, cost: CostModel | None = None,
+                  lengths: LengthsByCorrectness | None = None) -> World:
+    return World(DifficultyModel(), lengths or published_by_correctness(), cost or measured_cost_model(), run_sd)
 
 
 class Sweep:
@@ -264,13 +324,3 @@ class Sweep:
         lengths = self.world.lengths
         return [np.concatenate([lengths.correct.draw(rng, int(c)), lengths.wrong.draw(rng, int(n - c))])
                 for c, n in zip(correct, samples)]
-
-
-def check_published_eval(cost: CostModel | None = None, seed: int = 0) -> dict:
-    """GPU-minutes of one 360-sample eval at the published preset's lengths under the cost model."""
-    cost = cost or measured_cost_model()
-    drawn = length_model.published().draw(30, 12, seed)
-    return {"samples": len(drawn), "mean_tokens": round(float(np.mean(drawn)), 1),
-            "gpu_minutes": round(float(cost.sample_seconds(drawn).sum()) / 60, 1),
-            "step_model_projection_minutes": sorted(round(p["seconds"] / 60, 1) for p in json.loads(
-                STEP_MODEL_RECORD.read_text())["projections"] if p["requests"] == 360)}

@@ -1,0 +1,1 @@
+"""What runs and decisions cost: eval length models, the measured per-GPU costs, and the simulated decision world."""
