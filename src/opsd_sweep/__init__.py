@@ -20,6 +20,13 @@ CONF_DIR = shipped_dir("conf", "conf")
 ACCELERATE_DIR = shipped_dir("accelerate_configs", "launchers/accelerate")
 
 
+def settings_from_conf(schema: type, name: str, overrides: dict):
+    """conf/NAME typed by the dataclass `schema`, with the given overrides (None: not given) on top: a command's
+    own settings (the summary's, the planner's), read as Hydra reads a run's."""
+    base = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(CONF_DIR / name))
+    return OmegaConf.to_object(OmegaConf.merge(base, {k: v for k, v in overrides.items() if v is not None}))
+
+
 def job_gpus(executor: str, num_gpus: int) -> int:
     """GPUs a launcher gives one cycle: simulated cycles need none, real ones train.num_gpus."""
     return 0 if executor == "simulate" else num_gpus

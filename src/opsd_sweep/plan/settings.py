@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING
 
-from opsd_sweep import CONF_DIR
+from opsd_sweep import settings_from_conf
 from opsd_sweep.costs.measured import GPU_COSTS
 
 DESIGNS = ("fixed", "race", "k_auto", "allocation", "paired")
@@ -35,9 +35,7 @@ class PlanSettings:
 
 def load_settings(overrides: dict) -> PlanSettings:
     """conf/plan.yaml merged with the given (non-None) overrides, type-checked and validated."""
-    base = OmegaConf.merge(OmegaConf.structured(PlanSettings), OmegaConf.load(CONF_DIR / "plan.yaml"))
-    merged = OmegaConf.merge(base, {k: v for k, v in overrides.items() if v is not None})
-    s: PlanSettings = OmegaConf.to_object(merged)
+    s: PlanSettings = settings_from_conf(PlanSettings, "plan.yaml", overrides)
     problems = []
     if s.effect <= 0:
         problems.append(f"--effect {s.effect:g}: the gain to find must be > 0 points, e.g. --effect 1.6")

@@ -9,7 +9,7 @@ from typing import Optional
 
 from omegaconf import MISSING, OmegaConf
 
-from opsd_sweep import CONF_DIR
+from opsd_sweep import CONF_DIR, settings_from_conf
 from opsd_sweep.config import collapsed_score_problems
 from opsd_sweep.inference import stats
 from opsd_sweep.inference.arms import Anchor
@@ -46,9 +46,7 @@ class SummarySettings:
 
 def load_settings(overrides: dict) -> SummarySettings:
     """conf/summary.yaml merged with the given (non-None) overrides, type-checked and validated."""
-    base = OmegaConf.merge(OmegaConf.structured(SummarySettings), OmegaConf.load(CONF_DIR / "summary.yaml"))
-    merged = OmegaConf.merge(base, {k: v for k, v in overrides.items() if v is not None})
-    settings: SummarySettings = OmegaConf.to_object(merged)
+    settings: SummarySettings = settings_from_conf(SummarySettings, "summary.yaml", overrides)
     problems = []
     if not 0 < settings.level < 1:
         problems.append(f"level={settings.level} must be in (0, 1), e.g. 0.95")
