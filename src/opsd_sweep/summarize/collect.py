@@ -21,6 +21,7 @@ from opsd_sweep.summarize.collapses import collapse_columns
 from opsd_sweep.summarize.metric_scope import problem_set
 from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.inference.design import stratified_score
+from opsd_sweep.run.identity import grader_of
 from opsd_sweep.run.keys import EVAL_ONLY
 from opsd_sweep.run.record import RunRecord, UnreadableRun
 from opsd_sweep.run.rundir import RunDir, find_run_dirs
@@ -196,6 +197,7 @@ def read_run(record: RunRecord, run_id: str) -> tuple[dict, list[tuple]]:
         row["eval_backend"] = record.evaluation.get("backend")
         row["problem_set"], row["problem_words"] = problem_set(record.evaluation)
         row["eval_problem"] = record.eval_problem
+        row["grader"], row["grader_problem"] = grader_of(record.evaluation), record.grader_problem
         try:
             run_samples = sample_rows(run_id, record.evaluation)
         except (KeyError, TypeError, AttributeError) as err:
