@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from opsd_sweep.summarize.checkpoints import step_of
 from opsd_sweep.summarize.collapses import collapse_columns
+from opsd_sweep.summarize.drift import drift_columns
 from opsd_sweep.summarize.metric_scope import problem_set
 from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.inference.design import stratified_score
@@ -206,6 +207,7 @@ def read_run(record: RunRecord, run_id: str) -> tuple[dict, list[tuple]]:
         row |= sampling_columns(record.config, record.evaluation)
         samples = run_samples if record.counts else []
     row |= cap_columns(record.config, record.steps, record.evaluation)  # after its samples proved readable
+    row |= drift_columns(record.run_dir.eval_dir, record.evaluation)
     return row, samples
 
 

@@ -28,7 +28,8 @@ def statement(runs: pd.DataFrame, roots: list[str]) -> str | None:
         return None
     total = sum(apart.values())
     which = "; ".join(f"{n} by {grader}" for grader, n in apart.items())
-    return (f"{total} run{'s were' if total != 1 else ' was'} graded by another grader than today's "
-            f"({grader_label(grader_identity())}) and enter no statistic, so no metric pools scores graded two "
+    were, enter = ("runs were", "enter") if total != 1 else ("run was", "enters")
+    return (f"{total} {were} graded by another grader than today's ({grader_label(grader_identity())}) and "
+            f"{enter} no statistic, so no metric pools scores graded two "
             f"ways: {which}. Grade their stored completions again (CPU, nothing generated; the old scores are kept "
             f"in eval.json under regraded_from): {COMMAND} {' '.join(roots)}")

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from opsd_sweep.summarize.caps import summary_section as cap_section
+from opsd_sweep.summarize.drift import summary_section as drift_section
 from opsd_sweep.summarize.graders import statement as grader_statement
 from opsd_sweep.summarize.collapses import race_lines, summary_section
 from opsd_sweep.summarize.collect import Collection
@@ -506,6 +507,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
         lines += ["", *collapse]
     if caps := cap_section(collection.runs):
         lines += ["", *caps]
+    if drift := drift_section(collection.runs, analysis.baseline):
+        lines += ["", *drift]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
     if sampling := sampling_lines(collection.runs):
