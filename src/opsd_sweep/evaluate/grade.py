@@ -22,7 +22,7 @@ BOX_COMMAND = "\\boxed"
 
 # The version of the grading rules in this module. Bump it in the commit that changes any sample's pred, correct
 # or formatted: every eval.json graded before then names another grader, enters no statistic, and is graded
-# again from its stored completions by `python -m opsd_sweep.evaluate regrade RESULTS` (docs/evaluator.md).
+# again from its stored completions by `python -m opsd_sweep.evaluate regrade RESULTS` (docs/grader.md).
 GRADING_RULES_VERSION = 1
 
 
