@@ -92,7 +92,7 @@ def test_a_run_graded_by_another_grader_is_kept_out_until_regrade_restores_it(tm
     regrade = evaluate_cli(["regrade", str(root)])
     output, _ = regrade.communicate(timeout=300)
     assert regrade.returncode == 0, output
-    assert f"1 eval.json graded again by {today}" in output and "6 already graded by it" in output
+    assert f"1 eval.json graded again by {today}" in output and "6 left as they are" in output
     regraded = read_json(other.eval_json)
     assert regraded["evaluator"]["grader"] == grader_identity()
     assert regraded["metrics"] == truth["metrics"] and regraded["problems"] == truth["problems"]

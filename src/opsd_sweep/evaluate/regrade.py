@@ -62,12 +62,11 @@ def regraded(evaluation: dict, texts: dict[tuple[str, int], str], timeout: int, 
     """`evaluation` with every sample graded again by today's grader, today's metrics and grader, and the old
     scores appended to `regraded_from`."""
     problems = evaluation["problems"]
-    keys = [(str(p["id"]), s) for p in problems for s in range(len(p["samples"]))]
-    if missing := [key for key in keys if key not in texts]:
-        raise CannotRegrade(f"{where}: completions.jsonl lacks the text of {len(missing)} of its {len(keys)} samples "
+    keyed = [((str(p["id"]), s), str(p["answer"])) for p in problems for s in range(len(p["samples"]))]
+    if missing := [key for key, _ in keyed if key not in texts]:
+        raise CannotRegrade(f"{where}: completions.jsonl lacks the text of {len(missing)} of its {len(keyed)} samples "
                             f"(first: problem {missing[0][0]} sample {missing[0][1]}); evaluate it again")
-    pairs = [(texts[str(p["id"]), s], str(p["answer"])) for p in problems for s in range(len(p["samples"]))]
-    grades = iter(grade_many(pairs, timeout, workers, progress=False))
+    grades = iter(grade_many([(texts[key], answer) for key, answer in keyed], timeout, workers, progress=False))
     changed, new_problems = [], []
     for problem in problems:
         samples = []
@@ -135,7 +134,7 @@ def regrade(roots: Sequence[str | Path], workers: int | None = None, progress: b
 
 def report_lines(done: dict[str, list]) -> list[str]:
     """What regrade did, in lines: one per file graded again (its old grader, the samples whose grade changed,
-    avg@n before and after), a count of those already current, and each failure with its fix."""
+    avg@n before and after), a count of those left as they are, and each failure with its fix."""
     lines = []
     for path, old in done["regraded"]:
         after = read_json(path)["metrics"].get("avg_at_n")
@@ -143,7 +142,8 @@ def report_lines(done: dict[str, list]) -> list[str]:
         lines.append(f"regraded {path}: was {grader_label(old['grader'])}, {len(old['changed_samples'])} samples "
                      f"changed grade, avg_at_n {_points(before)} -> {_points(after)}")
     lines.append(f"{len(done['regraded'])} eval.json graded again by {grader_label(grader_identity())} (the old scores "
-                 f"are kept under regraded_from); {len(done['current'])} already graded by it; "
+                 f"are kept under regraded_from); {len(done['current'])} left as they are (graded by it already, or "
+                 f"simulated: never graded); "
                  f"{len(done['failed'])} could not be graded again")
     lines += [f"cannot regrade: {why}" for _, why in done["failed"]]
     return lines
