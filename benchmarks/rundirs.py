@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from benchmarks.run_config import composed_run_config
 from opsd_sweep.config import RunConfig, to_dict
+from opsd_sweep.evaluate.grade import grader_identity
 from opsd_sweep.evaluate.metrics import compute_metrics
 from opsd_sweep.run.keys import run_key, run_slug, semantic_dict
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text
@@ -44,6 +45,7 @@ def eval_record(correct: np.ndarray, rng: np.random.Generator) -> dict:
         problems.append({"id": f"p{i:02d}", "answer": "7", "samples": samples})
     return {"dataset": "aime24", "n_problems": len(problems), "n_samples": correct.shape[1], "sampling": {},
             "checkpoint": "train/checkpoint-20", "backend": "hf", "metrics": compute_metrics(problems),
+            "evaluator": {"grader": grader_identity()},  # graded by today's grader, as a sweep's eval.json records
             "problems": problems}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from opsd_sweep.config import load_run_config
 from opsd_sweep.cycle import locate_run
-from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
+from opsd_sweep.evaluate.metrics import score_fields
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text
 from tests.conftest import compose
 
@@ -24,7 +24,7 @@ from tests.conftest import compose
 def fix_outcomes(eval_json: Path, solved: Sequence[int], n_tokens: int = 18) -> dict:
     """Rewrite an eval.json's per-sample records (and its completions.jsonl) so that problem i is solved in its
     first solved[i] samples and missed in the rest, every sample formatted, `n_tokens` long and stopped at EOS;
-    its metrics are recomputed from them (the evaluator's compute_metrics). Returns the new eval.json."""
+    its metrics are recomputed from them (the evaluator's score_fields). Returns the new eval.json."""
     evaluation = json.loads(eval_json.read_text())
     problems = evaluation["problems"]
     if len(solved) != len(problems):
@@ -38,10 +38,7 @@ def fix_outcomes(eval_json: Path, solved: Sequence[int], n_tokens: int = 18) -> 
                                "n_tokens": n_tokens, "finish_reason": "stop"} for s in range(len(problem["samples"]))]
         texts += [json.dumps({"id": problem["id"], "sample": s, "text": f"\\boxed{{{sample['pred']}}}"}) + "\n"
                   for s, sample in enumerate(problem["samples"])]
-    if "benchmarks" in evaluation:
-        evaluation["metrics"], evaluation["benchmarks"] = suite_metrics(problems)
-    else:
-        evaluation["metrics"] = compute_metrics(problems)
+    evaluation |= score_fields(problems, suite="benchmarks" in evaluation)
     atomic_write_text(eval_json.parent / "completions.jsonl", "".join(texts))
     atomic_write_json(eval_json, evaluation)
     return evaluation

@@ -44,6 +44,7 @@ def test_evaluate_help_is_about_evaluation():
     assert text.startswith("opsd_sweep.evaluate: evaluate a base model or a checkpoint")
     assert "RUN_DIR" in text and "kind: eval_only" in text
     assert "python -m opsd_sweep.evaluate compare A B [--margin 1]" in text  # the third entry point
+    assert "python -m opsd_sweep.evaluate regrade RESULTS" in text  # stored completions, today's grader
 
 
 def test_summary_help_says_what_it_writes_and_shows_examples():

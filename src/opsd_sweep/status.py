@@ -202,6 +202,8 @@ def run_row(run_dir: RunDir, root: Path) -> RunRow:
             note = standing.removeprefix("stale: ")
         elif record.eval_problem:
             note = f"not today's scores: {record.eval_problem}"[:120]
+        elif record.grader_problem:
+            note = f"not today's grades: {record.grader_problem}"[:120]
         elif state == "collapsed" and record.collapse.stopped:
             note = f"collapsed at step {record.collapse.step}: {record.collapse.reason}"[:120]
     elapsed = _seconds_between(status.get("started_at"), status.get("ended_at"))

@@ -26,6 +26,7 @@ from opsd_sweep.summarize.caps import console_line as cap_warnings
 from opsd_sweep.summarize.collapses import console_line
 from opsd_sweep.summarize.collect import Collection, collect, left_out_line
 from opsd_sweep.summarize.config_stats import analyse
+from opsd_sweep.summarize.graders import statement as grader_statement
 from opsd_sweep.summarize.metric_scope import check_one_problem_set, folders_apart, problem_sets
 from opsd_sweep.summarize.plots import write_plots, write_race_plots
 from opsd_sweep.summarize.races import (declared_baseline_labels, find_race_logs, outcome_line, read_race,
@@ -164,6 +165,8 @@ def summarise(settings: SummarySettings, collection: Collection, anchor, apart: 
     out.mkdir(parents=True, exist_ok=True)
     collection.runs.to_csv(out / "runs.csv", index=False)
     collection.samples.to_parquet(out / "samples.parquet", index=False)
+    if graders := grader_statement(collection.runs, settings.roots):  # before the analysis, which may find none
+        print(graders)
     simulated = simulated_run_dirs(collection.runs)
     races = [race for race in (read_race(p, simulated) for p in find_race_logs(settings.roots)) if race is not None]
     try:

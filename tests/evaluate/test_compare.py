@@ -12,6 +12,7 @@ from scipy import stats as sps
 from statsmodels.stats.weightstats import ttost_paired
 
 from opsd_sweep.evaluate.compare import NotComparable, compare
+from opsd_sweep.evaluate.grade import grader_identity
 from opsd_sweep.evaluate.standalone import evaluate_standalone, locate_eval_dir
 from opsd_sweep.inference.equivalence import DIFFERENT, EQUIVALENT, INCONCLUSIVE, paired_equivalence
 from opsd_sweep.run.rundir import read_json
@@ -127,7 +128,8 @@ def test_compare_cli_on_two_hf_settings_prints_one_line_and_records_the_verdict(
     for side, run_dir in (("a", a), ("b", b)):
         assert record[side]["evaluator"] == read_json(run_dir.eval_json)["evaluator"]
         assert record[side]["path"] == str(run_dir.path)
-    assert record["a"]["evaluator"] == {"backend": "hf", "serving": "base model", "version": 1}
+    assert record["a"]["evaluator"] == {"backend": "hf", "serving": "base model", "version": 1,
+                                        "grader": grader_identity()}
     lines = [line for line in out.splitlines() if line.startswith("[compare]")]
     assert lines == [record["line"]]
     assert "B - A = +0.00 points over 8 problems x 2 samples" in lines[0]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from opsd_sweep.evaluate.grade import grader_identity
 from opsd_sweep.summarize.collect import collect
 from opsd_sweep.run.identity import EVALUATOR_VERSIONS, evaluation_problem
 from tests.conftest import run_sweep
@@ -35,7 +36,8 @@ def test_an_hf_evaluation_from_before_the_adapter_fix_is_evaluated_again_trainin
     shutil.copytree(finished, results)
     run_dir = run_dirs(results)[1]
     assert json.loads((run_dir / "eval" / "eval.json").read_text())["evaluator"] == {
-        "backend": "hf", "serving": "hf unmerged adapter", "version": EVALUATOR_VERSIONS["hf unmerged adapter"]}
+        "backend": "hf", "serving": "hf unmerged adapter", "version": EVALUATOR_VERSIONS["hf unmerged adapter"],
+        "grader": grader_identity()}
     as_before_the_hf_fix(run_dir)
     skipped = collect([str(results)]).skipped
     assert list(skipped["path"]) == [str(run_dir)] and PRE_FIX in skipped["reason"].iloc[0]  # never pooled

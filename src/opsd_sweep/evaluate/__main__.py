@@ -1,8 +1,9 @@
-"""Three entry points:
+"""Four entry points:
 
     python -m opsd_sweep.evaluate RUN_DIR                      # the cycle's eval phase
     python -m opsd_sweep.evaluate model=... eval=... [-m ...]  # standalone (Hydra overrides)
     python -m opsd_sweep.evaluate compare A B [--margin 1]     # may evaluator B replace A? (compare.py)
+    python -m opsd_sweep.evaluate regrade RESULTS              # stored completions, today's grader (regrade.py)
 """
 
 import sys
@@ -18,6 +19,10 @@ if __name__ == "__main__":
         from opsd_sweep.evaluate.compare import main as compare_evaluations
 
         compare_evaluations(args[1:])
+    elif args[:1] == ["regrade"]:  # likewise before Hydra
+        from opsd_sweep.evaluate.regrade import main as regrade_evaluations
+
+        regrade_evaluations(args[1:])
     elif len(args) == 1 and "=" not in args[0] and not args[0].startswith("-"):
         evaluate_run_dir(args[0])
     else:

@@ -24,15 +24,17 @@ from opsd_sweep.backends import prepare_vllm_process, resolve_backend
 from opsd_sweep.config import RunConfig
 from opsd_sweep.evaluate.datasets import Problem, load_problems
 from opsd_sweep.evaluate.generate import Engine, EngineSpec, Sample, Sampling
-from opsd_sweep.evaluate.grade import Grade, grade_many
-from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
+from opsd_sweep.evaluate.grade import Grade, grade_many, grader_identity
+from opsd_sweep.evaluate.metrics import score_fields
+from opsd_sweep.evaluate.regrade import CannotRegrade, regrade_file
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages
 from opsd_sweep.evaluate.merge_check import MERGED_DIR, serve_merged
 from opsd_sweep.evaluate.sampling_plan import SamplingPlan, ensure_plan
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards, shards_for
-from opsd_sweep.run.identity import content_identity, engine_label, evaluator_identity, evaluator_problem
+from opsd_sweep.run.identity import (content_identity, engine_label, evaluator_identity, evaluator_problem,
+                                    grader_problem, without_grader)
 from opsd_sweep.modeling import load_tokenizer
 from opsd_sweep.run.rundir import (RunDir, atomic_write_json, atomic_write_text, read_json, read_json_or_none,
                                    utc_now)
@@ -209,11 +211,20 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     if wrong is not None:
         existing = drop_wrong_evaluation(eval_dir, wrong)
     same_plan = (isinstance(existing, dict) and existing.get("fingerprint") == plan
-                 and existing.get("evaluator") == evaluator)
+                 and isinstance(existing.get("evaluator"), dict) and without_grader(existing["evaluator"]) == evaluator)
     if same_plan and existing.get("n_samples", 0) >= samples:
-        print(f"[evaluate] {out} is up to date (plan {plan}, {existing['n_samples']} samples per problem); "
-              "nothing to do", flush=True)
-        return existing
+        if (why := grader_problem(existing)) is None:
+            print(f"[evaluate] {out} is up to date (plan {plan}, {existing['n_samples']} samples per problem); "
+                  "nothing to do", flush=True)
+            return existing
+        try:  # its samples are today's plan's: grading them again is enough (evaluate/regrade.py)
+            regrade_file(out, e.grade_timeout, e.grade_workers)
+            print(f"[evaluate] {out}: {why.split(';')[0]}: graded again from completions.jsonl, the old scores "
+                  "kept under regraded_from", flush=True)
+            return read_json(out)
+        except CannotRegrade as err:
+            print(f"[evaluate] {err}; every sample is drawn again", flush=True)
+            same_plan = False
     earlier = existing.get("timing", {}) if same_plan else {}  # an earlier round of the race: its time counts too
     counts = counts if allocated else [samples] * len(ids)  # the samples scored now, per problem
     shards = shards if allocated else shards_for(shards, samples)
@@ -238,7 +249,8 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
         "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
                      "max_tokens": e.max_new_tokens, "thinking": e.thinking},
         "model": run.model.name, "checkpoint": str(checkpoint) if checkpoint else None, "backend": e.backend,
-        "seed": run.seed, "fingerprint": plan, "created_at": utc_now(), "evaluator": evaluator,
+        "seed": run.seed, "fingerprint": plan, "created_at": utc_now(),
+        "evaluator": evaluator | {"grader": grader_identity()},  # the grader is no part of the plan (without_grader)
         "checkpoint_identity": content_identity(checkpoint) if checkpoint else None,
         "timing": {"engines": len(groups), "engine": engine_label(attach is not None, evaluator),
                    "resumed_shards": resumed, "total_shards": len(shards),
@@ -248,10 +260,9 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
                    "wall_seconds": round(earlier.get("wall_seconds", 0) + time.monotonic() - wall_started, 2)},
         **sampling.eval_record(),
         **({"samples_per_problem": dict(zip(ids, counts))} if allocated else {}),
-        "metrics": compute_metrics(records), "problems": records,
+        # an eval suite keeps each benchmark's metrics too; its metrics (and pooled) are over all problems
+        **score_fields(records, suite=e.suite is not None), "problems": records,
     }
-    if e.suite is not None:  # eval.json keeps each benchmark; metrics (and pooled) are over all problems
-        result["metrics"], result["benchmarks"] = suite_metrics(records)
     texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": drawn[p, s].text}) + "\n"
                     for p in range(len(problems)) for s in range(counts[p]))
     atomic_write_text(eval_dir / "completions.jsonl", texts)

@@ -16,8 +16,25 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from importlib.metadata import version
 
 BOX_COMMAND = "\\boxed"
+
+# The version of the grading rules in this module. Bump it in the commit that changes any sample's pred, correct
+# or formatted: every eval.json graded before then names another grader, enters no statistic, and is graded
+# again from its stored completions by `python -m opsd_sweep.evaluate regrade RESULTS` (docs/grader.md).
+GRADING_RULES_VERSION = 1
+
+
+def grader_identity() -> dict:
+    """The grader that grades today, as eval.json's evaluator record names it: the installed math-verify (whose
+    parse and verify decide every non-integer answer) and the version of our own rules."""
+    return {"math_verify": _math_verify_version(), "rules": GRADING_RULES_VERSION}
+
+
+@functools.lru_cache(maxsize=1)  # a summary asks once per run: read the installed package's metadata once
+def _math_verify_version() -> str:
+    return version("math-verify")
 
 
 @dataclass(frozen=True)

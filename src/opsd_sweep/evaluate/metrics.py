@@ -113,6 +113,15 @@ def suite_metrics(problems: list[dict]) -> tuple[dict, dict[str, dict]]:
     return pooled, {name: compute_metrics([p for p in problems if p["benchmark"] == name]) for name in names}
 
 
+def score_fields(problems: list[dict], suite: bool) -> dict:
+    """eval.json's scores from its problem records: {'metrics'}, and for an eval suite (records with a
+    `benchmark` field) the metrics over all its problems plus each benchmark's own under 'benchmarks'."""
+    if not suite:
+        return {"metrics": compute_metrics(problems)}
+    metrics, benchmarks = suite_metrics(problems)
+    return {"metrics": metrics, "benchmarks": benchmarks}
+
+
 def with_current_vote(evaluation: dict) -> dict:
     """eval.json with maj_at_n voted again from its samples' answers (the pooled metrics and each benchmark's), so
     an eval written before a change of the vote reads as one written after. Unchanged when a sample lacks its

@@ -12,7 +12,9 @@ by their place in it: the tiny settings, already in the key, decide what they ho
 A checkpoint is identified by its content alone (`content_identity`: the same fingerprint without its
 place), so a run dir renamed by a takeover keeps its checkpoints' identities and an adapter rewritten at
 the same path gets a new one. The evaluator that scored a checkpoint is identified by its backend, how
-it serves the trained model, and a version (`evaluator_identity`, EVALUATOR_VERSIONS).
+it serves the trained model, and a version (`evaluator_identity`, EVALUATOR_VERSIONS); the grader that graded
+its samples by the math-verify version and our grading rules' version (evaluate.grade.grader_identity), kept in
+the same record under `grader` (`grader_problem`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import functools
 import hashlib
 import os
 from pathlib import Path
+
+from opsd_sweep.evaluate.grade import grader_identity
 
 SMALL_FILE_BYTES = 64 << 20  # files up to this size are hashed whole (configs, tokenizers, data tables)
 
@@ -134,7 +138,7 @@ def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: boo
     if evaluation.get("backend") == "simulate" or evaluation.get("simulated"):
         return None
     record = evaluation.get("evaluator")
-    if isinstance(record, dict):
+    if isinstance(record, dict) and "serving" in record:  # else regraded before records: only its grader is named
         if record.get("serving") == "vllm merge_lora" and evaluation.get("timing", {}).get("engine") == ON_ROLLOUT_ENGINE:
             return ("it was scored with eval.merge_lora=true on the trainer's rollout engine, which served the base "
                     "weights, not the merged checkpoint (before 2026-12-03)")
@@ -154,6 +158,55 @@ def evaluator_problem(evaluation: dict, checkpoint: Path | None, merge_lora: boo
     if how == "vllm merge_lora":
         return "it was scored by vLLM merge_lora before the merge was computed in float32"
     return None
+
+
+# The grader of an eval.json written before graders were recorded: a grader of its own, never today's.
+UNRECORDED_GRADER = "unrecorded"
+REGRADE = "python -m opsd_sweep.evaluate regrade RESULTS"  # grades stored completions again, on CPU
+
+
+def without_grader(record: dict) -> dict:
+    """An evaluator record as generation depends on it (the plan's fingerprint): its grader left out, so a new
+    grader re-grades the samples drawn and never draws them again."""
+    return {key: value for key, value in record.items() if key != "grader"}
+
+
+def recorded_grader(evaluation: dict) -> dict | str:
+    """The grader named in an eval.json's evaluator record, or UNRECORDED_GRADER."""
+    record = evaluation.get("evaluator")
+    grader = record.get("grader") if isinstance(record, dict) else None
+    return grader if isinstance(grader, dict) else UNRECORDED_GRADER
+
+
+def grader_label(grader: dict | str) -> str:
+    """A grader in words: 'math-verify 0.8.0 + grading rules 1', or 'unrecorded (graded before ...)'."""
+    if not isinstance(grader, dict):
+        return f"{grader} (graded before graders were recorded)"
+    return f"math-verify {grader.get('math_verify')} + grading rules {grader.get('rules')}"
+
+
+def _simulated(evaluation: dict) -> bool:
+    """The simulator's eval.json: its grades are drawn, no grader ever read a completion."""
+    return evaluation.get("backend") == "simulate" or bool(evaluation.get("simulated"))
+
+
+def grader_of(evaluation: dict) -> str:
+    """The grader of an eval.json in words (runs.csv's `grader`)."""
+    return "none (simulated)" if _simulated(evaluation) else grader_label(recorded_grader(evaluation))
+
+
+def grader_problem(evaluation: dict) -> str | None:
+    """Why the grades in `evaluation` (an eval.json) are not today's grader's, naming both graders and the fix;
+    None when they are, or when nothing graded it (a simulated run). The one rule for it: a run graded another
+    way enters no statistic (run.record.RunRecord.left_out), so no metric pools two graders. The fix needs no
+    GPU: the stored completions are graded again (evaluate/regrade.py); a rerun of the sweep draws nothing."""
+    if _simulated(evaluation):
+        return None
+    recorded, today = recorded_grader(evaluation), grader_identity()
+    if recorded == today:
+        return None
+    return (f"graded by {grader_label(recorded)}, not by today's grader ({grader_label(today)}); "
+            f"grade its stored completions again without a GPU: {REGRADE}")
 
 
 def evaluation_problem(evaluation: dict, checkpoint: Path | None, merge_lora: bool,

@@ -7,6 +7,7 @@ ask of a run:
   inputs          the identities its results depend on: recorded, or today's when provably unchanged
   eval_problem    why its eval.json does not hold today's scores (an evaluator since found wrong, a
                   checkpoint rewritten since, a round of a checkpoint race); None: it does
+  grader_problem  why its samples were not graded by today's grader (run.identity.grader_problem)
   collapse        where it collapsed by the rule its config names, or why the rule could not judge it
   gpu_hours       per phase, one attempt's (a phase run again or resumed is not counted twice)
   counts / left_out  whether its score enters any statistic, and why not
@@ -28,7 +29,7 @@ import yaml
 
 from opsd_sweep.config import RunConfig, from_dict
 from opsd_sweep.evaluate.metrics import with_current_vote
-from opsd_sweep.run.identity import evaluation_problem
+from opsd_sweep.run.identity import evaluation_problem, grader_problem
 from opsd_sweep.run.rundir import RunDir
 
 
@@ -152,6 +153,13 @@ class RunRecord:
         return evaluation_problem(self.evaluation, self.scored_checkpoint(), bool(settings.get("merge_lora")),
                                   planned_samples(self.run_dir, settings.get("n_samples")))
 
+    @cached_property
+    def grader_problem(self) -> str | None:
+        """Why its eval.json was graded by another grader than today's (naming both and the fix); None: it was
+        graded by today's (or there is no eval.json). Unlike eval_problem, a rerun of the sweep does not fix it:
+        the fix grades the stored completions again (evaluate/regrade.py)."""
+        return None if self.evaluation is None else grader_problem(self.evaluation)
+
     def scored_checkpoint(self) -> Path | None:
         """The checkpoint its eval.json should score: its final one, or a standalone evaluation's."""
         standalone = (self.config.get("eval") or {}).get("checkpoint")
@@ -201,11 +209,13 @@ class RunRecord:
             return "state is 'done' but eval/eval.json is missing"
         if self.eval_problem:
             return f"not today's scores ({self.eval_problem}): the next rerun of its sweep evaluates it again"
+        if self.grader_problem:
+            return f"not today's grades: {self.grader_problem}"
         return None
 
     @property
     def counts(self) -> bool:
-        """counts_for_statistics: done, evaluated, and its eval.json holds today's scores."""
+        """counts_for_statistics: done, evaluated, and its eval.json holds today's scores, graded by today's grader."""
         return self.left_out is None
 
     def score(self, metric: str) -> float | None:

@@ -18,9 +18,11 @@ import numpy as np
 import pandas as pd
 from opsd_sweep.summarize.checkpoints import step_of
 from opsd_sweep.summarize.collapses import collapse_columns
+from opsd_sweep.summarize.drift import drift_columns
 from opsd_sweep.summarize.metric_scope import problem_set
 from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.inference.design import stratified_score
+from opsd_sweep.run.identity import grader_of
 from opsd_sweep.run.keys import EVAL_ONLY
 from opsd_sweep.run.record import RunRecord, UnreadableRun
 from opsd_sweep.run.rundir import RunDir, find_run_dirs
@@ -196,6 +198,7 @@ def read_run(record: RunRecord, run_id: str) -> tuple[dict, list[tuple]]:
         row["eval_backend"] = record.evaluation.get("backend")
         row["problem_set"], row["problem_words"] = problem_set(record.evaluation)
         row["eval_problem"] = record.eval_problem
+        row["grader"], row["grader_problem"] = grader_of(record.evaluation), record.grader_problem
         try:
             run_samples = sample_rows(run_id, record.evaluation)
         except (KeyError, TypeError, AttributeError) as err:
@@ -204,6 +207,7 @@ def read_run(record: RunRecord, run_id: str) -> tuple[dict, list[tuple]]:
         row |= sampling_columns(record.config, record.evaluation)
         samples = run_samples if record.counts else []
     row |= cap_columns(record.config, record.steps, record.evaluation)  # after its samples proved readable
+    row |= drift_columns(record.run_dir.eval_dir, record.evaluation)
     return row, samples
 
 

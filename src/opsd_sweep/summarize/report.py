@@ -12,6 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from opsd_sweep.summarize.caps import summary_section as cap_section
+from opsd_sweep.summarize.drift import summary_section as drift_section
+from opsd_sweep.summarize.graders import statement as grader_statement
 from opsd_sweep.summarize.collapses import race_lines, summary_section
 from opsd_sweep.summarize.collect import Collection
 from opsd_sweep.summarize.config_stats import (MIN_SPLIT_RUNS, Analysis, advice_runs_split, noise_left_out,
@@ -484,6 +486,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
         counts = ", ".join(f"{n} {state}" for state, n in collection.skipped["state"].value_counts().items())
         lines += ["", f"> {len(collection.skipped)} run dirs are left out ({counts}): only finished runs with eval "
                       "results enter the statistics. They are listed at the end."]
+    if graders := grader_statement(collection.runs, s.roots):
+        lines += ["", f"> **{graders}**"]
     if sim:
         lines += ["", f"> **SIMULATED DATA: {sim} of the runs were produced by the simulator (executor=simulate), "
                       "not by training.** Their configs are labelled [simulated] in every table and plot and are "
@@ -505,6 +509,8 @@ def write_markdown(path: Path, analysis: Analysis, collection: Collection, s: Su
         lines += ["", *collapse]
     if caps := cap_section(collection.runs):
         lines += ["", *caps]
+    if drift := drift_section(collection.runs, analysis.baseline):
+        lines += ["", *drift]
     power = power_statements(analysis, s, display)
     lines += ["", "## How many seeds", "", *[f"- {x}" for x in power]] if power else []
     if sampling := sampling_lines(collection.runs):
