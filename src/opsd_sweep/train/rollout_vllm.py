@@ -110,7 +110,7 @@ class VLLMRollout:
         from peft.tuners.lora import LoraLayer
 
         cfg = run.rollout
-        self.cfg, self.eos_ids, self.sleep, self.device = cfg, eos_ids, sleep, device
+        self.cfg, self.eos_ids, self.sleeps_in_steps, self.device = cfg, eos_ids, sleep, device
         self.peft_model, self.base_model = peft_model, run.model.path
         self.lora_layers = [(name.removeprefix(PEFT_PREFIX), module) for name, module in peft_model.named_modules()
                             if isinstance(module, LoraLayer)]
@@ -141,7 +141,7 @@ class VLLMRollout:
         with torch.random.fork_rng(devices=[self.device]):
             torch.cuda.manual_seed(seed)
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
-        if self.sleep:
+        if self.sleeps_in_steps:
             self.llm.sleep(level=1)  # level 1: weights to CPU, KV cache dropped; wake_up restores them
             self.engine.awake = False
         eos = set(self.eos_ids)
