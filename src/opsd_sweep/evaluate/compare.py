@@ -1,4 +1,4 @@
-"""`python -m opsd_sweep.evaluate compare A B [--margin 1] [--level 0.95]`: may evaluator B replace evaluator A?
+"""`python -m opsd_sweep.evaluate compare`: may evaluator B replace evaluator A, and what does showing it cost?
 
     python -m opsd_sweep.evaluate compare A B [--margin M] [--level L] [--power P] [--budget-gpu-min G]
     python -m opsd_sweep.evaluate compare --plan A B [--margin M] [--level L] [--power P] [--budget-gpu-min G]
