@@ -13,6 +13,9 @@ Designs (opsd_sweep.costs.decision_designs), each on the SAME simulated sweeps (
   race_kauto_alloc           + a cost-aware Neyman allocation from the baseline's first runs (floor 2)
   race_kauto_alloc_paired0   + paired seeds (the race's pairing: seed); simulated seed correlation 0
   race_kauto_alloc_paired05  the same at a seed correlation of 0.5
+A further row, race_kauto_alloc_fp8kv_after_compare_pm3, is that design at FP8 KV eval cost plus the
+`evaluate compare` that showed FP8 equivalent within ±3 points first: the compare's samples a problem from its
+planner (opsd_sweep.inference.equivalence_plan) at the published noise, both arms at the published lengths.
 A race's max_seeds is the smallest of RACE_MAX_SEEDS (bench_race's, to 112) reaching 80% power on TUNING sweeps (as the
 fixed grid's seeds); every figure is then measured on fresh REPORT sweeps. What-if rows reprice the best design
 (FP8 KV halves the KV part; a cheaper training part) and a higher seed correlation.
@@ -40,6 +43,7 @@ from benchmarks.records import MEASURED, record_head, write_record
 from opsd_sweep.costs import length_model
 from opsd_sweep.costs.decision_model import (LENGTH_SPECS, CostModel, LengthsByCorrectness, Sweep, World,
                                              default_world, eval_lengths, measured_cost_model)
+from opsd_sweep.inference.equivalence_plan import published_noise, samples_needed
 
 TUNE_SEED, REPORT_SEED = 40_401, 40_402
 POWER, FW_LIMIT = 0.80, 0.05
@@ -161,6 +165,37 @@ def measure(name: str, design: Design, world: World, tune_n: int, report_n: int,
             **({"cost_model": (design.world or world).cost.describe()} if design.world else {})}
 
 
+# --- FP8 adopted after an equivalence check (issue 49, item 4) -------------------------------------
+
+FP8_AFTER_COMPARE, COMPARE_MARGIN = "race_kauto_alloc_fp8kv_after_compare_pm3", 3.0
+
+
+def compare_cost(world: World, fp8: World, margin: float = COMPARE_MARGIN) -> dict:
+    """GPU-hours of `evaluate compare` showing FP8 KV equivalent to bf16 within +-margin on one checkpoint: K
+    samples a problem per arm from the compare's planner at the published noise (power 0.8, level 0.95), each
+    arm's samples at the world's lengths (its mean over right and wrong samples at the base score)."""
+    noise = published_noise()
+    k = samples_needed(noise, margin)
+    right = world.base_score / 100
+    arm_h = {name: k * world.difficulty.problems * (right * w.sample_seconds[0] + (1 - right) * w.sample_seconds[1])
+             / 3600 for name, w in (("bf16", world), ("fp8", fp8))}
+    return {"margin": margin, "samples_per_problem": k, "gpu_hours": round(sum(arm_h.values()), 2),
+            "gpu_hours_per_arm": {n: round(h, 2) for n, h in arm_h.items()}, "noise": noise.source,
+            "length_model": world.lengths.name, "planner": "opsd_sweep.inference.equivalence_plan.samples_needed"}
+
+
+def fp8_after_compare(run_sd: float, world: World, tune_n: int, report_n: int, equal_n: int,
+                      race_settings: dict) -> dict:
+    """race + K auto + allocation at FP8 KV eval cost, with the compare that licensed FP8 added to its GPU-hours."""
+    fp8 = default_world(run_sd, measured_cost_model(kv_factor=0.5), lengths=world.lengths)
+    check = compare_cost(world, fp8)
+    design = Design(AUTO_ALLOC, world=fp8, note=f"FP8 KV after a compare at ±{check['margin']:g} "
+                                                f"({check['gpu_hours']:.1f} GPU-h, K = {check['samples_per_problem']})")
+    row = measure(FP8_AFTER_COMPARE, design, world, tune_n, report_n, equal_n, race_settings)
+    return row | {"gpu_hours": round(row["gpu_hours"] + check["gpu_hours"], 2), "decision_gpu_hours": row["gpu_hours"],
+                  "gpu_hours_all_equal": round(row["gpu_hours_all_equal"] + check["gpu_hours"], 2), "compare": check}
+
+
 # --- report --------------------------------------------------------------------------------------
 
 def table(rows: dict[str, dict], reference: float) -> str:
@@ -214,9 +249,14 @@ def main(argv: list[str] | None = None) -> dict:
         rows[name] = measure(name, design, world, tune_n, report_n, equal_n, race_settings)
         tqdm.write(f"  {name}: {rows[name]['gpu_hours']:.1f} GPU-h, power {rows[name]['power']:.3f}, "
                    f"FW {rows[name]['fw_false_better']:.3f}")
+    rows[FP8_AFTER_COMPARE] = fp8_after_compare(args.run_sd, world, tune_n, report_n, equal_n, race_settings)
     print(f"\n## GPU-hours per 6-config decision at run SD {args.run_sd:g}, eval lengths: {lengths.name} (REPORT "
           f"sweeps: {report_n} six, {equal_n} six-equal; ± = Monte-Carlo SE)")
     print(table(rows, rows["race_k12"]["gpu_hours"]))
+    check = rows[FP8_AFTER_COMPARE]["compare"]
+    print(f"\n{FP8_AFTER_COMPARE}: {rows[FP8_AFTER_COMPARE]['decision_gpu_hours']:.1f} GPU-h decision at FP8 KV + "
+          f"{check['gpu_hours']:.1f} GPU-h compare (K = {check['samples_per_problem']} samples a problem per arm for "
+          f"±{check['margin']:g}; {check['noise']}; length model {check['length_model']})")
     record = {**record_head("bench_decision_cost", argv),
               "quick": args.quick, "seconds": round(time.time() - started, 1),
               "designs": {n: rows[n] for n in DESIGN_NAMES}, "what_if": {n: r for n, r in rows.items()

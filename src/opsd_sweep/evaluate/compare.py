@@ -1,4 +1,7 @@
-"""`python -m opsd_sweep.evaluate compare A B [--margin 1] [--level 0.95]`: may evaluator B replace evaluator A?
+"""`python -m opsd_sweep.evaluate compare`: may evaluator B replace evaluator A, and what does showing it cost?
+
+    python -m opsd_sweep.evaluate compare A B [--margin M] [--level L] [--power P] [--budget-gpu-min G]
+    python -m opsd_sweep.evaluate compare --plan A B [--margin M] [--level L] [--power P] [--budget-gpu-min G]
 
 A and B are two finished evaluations of the same checkpoint (run dirs, their eval/ dirs or eval.json files),
 each run with the standalone command under one evaluator setting, e.g.
@@ -13,6 +16,14 @@ drew: sample s of problem p has the same seed in both, so each problem's first m
 The paired per-problem difference B - A (points) with its intervals and the TOST verdict at +-margin
 (opsd_sweep.inference.equivalence) is printed as one line and written to B's eval dir as
 compare_<A's group>_<A's run dir name>.json, with both evaluator records and the settings that differ.
+
+What showing equivalence costs (evaluate/compare_plan.py): with --plan, A and B are pilots (a few samples a
+problem under each evaluator, the same seed), and compare prints the samples a problem per arm K at which TOST at
++-margin shows equivalence with --power (default 0.8) if B has no effect, and the GPU-minutes of both arms at K
+(priced from each pilot's own token counts), then exits: 0 when the plan can be spent, 1 when it is refused
+(over --budget-gpu-min, both arms together, naming the margin the budget can show; or no K reaches the margin).
+Without --plan, a verdict that is not "equivalent" is followed by the same plan line, A and B as its pilot, and
+is recorded with it (a refusal there is advice: the verdict stands and compare exits 0).
 """
 
 from __future__ import annotations
@@ -25,12 +36,14 @@ from pathlib import Path
 
 import numpy as np
 
+from opsd_sweep.evaluate.compare_plan import ComparePlan, check_inputs, plan_compare
 from opsd_sweep.inference.equivalence import EQUIVALENT, Equivalence, paired_equivalence
 from opsd_sweep.run.identity import evaluator_problem
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, read_json_or_none, utc_now
 
 MARGIN = 1.0   # points: a faster evaluator may replace the exact one when B - A lies within +-1 point
 LEVEL = 0.95   # coverage of the reported interval; TOST runs at alpha = 1 - LEVEL (its 90% interval)
+POWER = 0.8    # a plan's chance of showing equivalence when B has no effect
 
 COMMAND = "python -m opsd_sweep.evaluate compare"
 ESTIMAND = ("mean over problems of (solve rate under B - solve rate under A), percent points; "
@@ -210,18 +223,36 @@ def solve_rates(result: dict, ids: list[str], samples: dict[str, int] | None = N
                      for i in ids])
 
 
-def compare(a_path: str | Path, b_path: str | Path, *, margin: float = MARGIN, level: float = LEVEL) -> dict:
-    """Compare evaluation B against A; write the record to B's eval dir and return it.
-
-    Raises NotComparable (one message listing every difference) when A and B differ in more than the
-    evaluator, and ValueError for a bad margin or level.
-    """
+def read_pair(a_path: str | Path, b_path: str | Path) -> tuple[Evaluation, Evaluation, list[str]]:
+    """A, B and their problem ids (in A's order); NotComparable (every difference) when they differ in more than
+    the evaluator."""
     a, b = read_evaluation(a_path), read_evaluation(b_path)
     problems = mismatches(a, b)
     if problems:
         raise NotComparable(f"{COMMAND}: A ({a.given}) and B ({b.given}) are not two evaluators of one evaluation:\n"
                             + "\n".join(f"  {why}" for why in problems))
-    ids = [p["id"] for p in a.result["problems"]]
+    return a, b, [p["id"] for p in a.result["problems"]]
+
+
+def plan(a_path: str | Path, b_path: str | Path, *, margin: float = MARGIN, level: float = LEVEL,
+         power: float = POWER, budget_gpu_min: float | None = None) -> ComparePlan:
+    """What showing equivalence within +-margin costs, from pilot evaluations A and B (compare_plan.py)."""
+    check_inputs(margin, level, power, budget_gpu_min)
+    a, b, ids = read_pair(a_path, b_path)
+    return plan_compare(a.result, b.result, ids, margin=margin, level=level, power=power,
+                        budget_gpu_min=budget_gpu_min)
+
+
+def compare(a_path: str | Path, b_path: str | Path, *, margin: float = MARGIN, level: float = LEVEL,
+            power: float = POWER, budget_gpu_min: float | None = None) -> dict:
+    """Compare evaluation B against A; write the record to B's eval dir and return it. A verdict other than
+    equivalent carries the plan for reaching one, A and B as its pilot (record["plan"]).
+
+    Raises NotComparable (one message listing every difference) when A and B differ in more than the
+    evaluator, and ValueError for a bad margin, level, power or budget.
+    """
+    check_inputs(margin, level, power, budget_gpu_min)
+    a, b, ids = read_pair(a_path, b_path)
     common = common_samples(a.result, b.result, ids) if allocated(a.result) or allocated(b.result) else None
     test = paired_equivalence(solve_rates(a.result, ids, common), solve_rates(b.result, ids, common), margin=margin,
                               level=level)
@@ -246,6 +277,12 @@ def compare(a_path: str | Path, b_path: str | Path, *, margin: float = MARGIN, l
     drawn = (f"the samples both drew ({min(common.values())}-{max(common.values())} per problem)" if common
              else f"{record['n_samples']} samples")
     record["line"] = summary_line(test, drawn, record["samples_same_correctness"], len(pairs), differ, out)
+    if test.verdict != EQUIVALENT:
+        try:
+            record["plan"] = plan_compare(a.result, b.result, ids, margin=margin, level=level, power=power,
+                                          budget_gpu_min=budget_gpu_min).to_json()
+        except ValueError as err:  # a pilot of one sample a problem measures no per-sample noise
+            record["plan"] = {"refusal": str(err), "line": f"[compare] plan: none, {err}"}
     atomic_write_json(out, record)
     return record
 
@@ -282,9 +319,30 @@ def main(argv: Sequence[str]) -> None:
                         help=f"equivalence margin in points (default {MARGIN:g})")
     parser.add_argument("--level", type=float, default=LEVEL,
                         help=f"coverage of the interval; TOST runs at alpha = 1 - level (default {LEVEL:g})")
+    parser.add_argument("--power", type=float, default=POWER,
+                        help=f"the plan's chance of showing equivalence if B has no effect (default {POWER:g})")
+    parser.add_argument("--budget-gpu-min", type=float, default=None,
+                        help="refuse a plan whose two arms cost more GPU-minutes than this")
+    parser.add_argument("--plan", action="store_true",
+                        help="A and B are pilots: print the samples a problem and GPU-minutes that showing "
+                             "equivalence needs, and exit 1 when that plan is refused")
     args = parser.parse_args(argv)
     try:
-        record = compare(args.a, args.b, margin=args.margin, level=args.level)
-    except ValueError as err:  # NotComparable, or a bad margin / level: the message names the fix
+        if args.plan:
+            planned = plan(args.a, args.b, margin=args.margin, level=args.level, power=args.power,
+                           budget_gpu_min=args.budget_gpu_min)
+        else:
+            record = compare(args.a, args.b, margin=args.margin, level=args.level, power=args.power,
+                             budget_gpu_min=args.budget_gpu_min)
+    except ValueError as err:  # NotComparable, or a bad margin / level / power / budget: the message names the fix
         raise SystemExit(str(err)) from None
+    if args.plan:
+        print(planned.line(), flush=True)
+        if planned.refusal:
+            raise SystemExit(f"[compare] plan refused: {planned.refusal}")
+        return
     print(record["line"], flush=True)
+    if "plan" in record:
+        print(record["plan"]["line"], flush=True)
+        if record["plan"].get("refusal") and "samples_per_problem" in record["plan"]:
+            print(f"[compare] plan refused: {record['plan']['refusal']}", flush=True)

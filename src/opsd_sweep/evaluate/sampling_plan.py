@@ -43,10 +43,11 @@ KV_TOKEN_SECONDS = 27.0e-3 / 1e6
 CONCURRENT = 64
 
 
-def sample_gpu_seconds(n_tokens) -> np.ndarray:
-    """GPU-seconds of samples of `n_tokens` generated tokens each (array-like), by the eval step model above."""
+def sample_gpu_seconds(n_tokens, kv_factor: float = 1.0) -> np.ndarray:
+    """GPU-seconds of samples of `n_tokens` generated tokens each (array-like), by the eval step model above;
+    kv_factor scales the KV reads (0.5: an FP8 KV cache reads half the bytes, eval.kv_cache_dtype=fp8)."""
     n = np.asarray(n_tokens, dtype=float)
-    return STEP_SECONDS / CONCURRENT * n + KV_TOKEN_SECONDS * n * (n + 1) / 2
+    return STEP_SECONDS / CONCURRENT * n + kv_factor * KV_TOKEN_SECONDS * n * (n + 1) / 2
 
 
 # --- the plan ------------------------------------------------------------------------------------------------
