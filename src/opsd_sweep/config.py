@@ -323,7 +323,8 @@ def renamed_key_problem(written: str) -> str | None:
 def load_run_config(cfg: DictConfig | dict,
                     more_checks: tuple[Callable[[RunConfig], list[str]], ...] = ()) -> RunConfig:
     """Resolve, type-check and validate a composed config; raise ConfigError listing every problem (those
-    of `more_checks` too, e.g. the pre-flight of the files it names)."""
+    of `more_checks` too: the loaders pass the tiny world's settings check, tiny.tiny_problems, and the
+    pre-flight of the files it names)."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     container = {k: v for k, v in container.items() if k != "hydra"}
     if renamed := [problem for key in container if (problem := renamed_key_problem(key)) is not None]:
@@ -408,8 +409,6 @@ def validate(run: RunConfig) -> list[str]:
     problems.extend(seed_problems("seed", run.seed, example=1))
     if run.tiny is not None:  # seeds the tiny world's split, model init and warm start, before the run starts
         problems.extend(seed_problems("tiny.seed", run.tiny.seed, example=0))
-        from opsd_sweep.tiny import setting_problems as tiny_setting_problems  # tiny.py imports this module
-        problems.extend(tiny_setting_problems(run.tiny))
     for key, limit in (("data.max_problems", run.data.max_problems), ("eval.max_problems", run.eval.max_problems)):
         need(limit is None or limit >= 1, f"{key}={limit} must be >= 1 (the first N problems) or null (all of them); "
                                           f"e.g. {key}=8 or {key}=null")
@@ -450,7 +449,7 @@ def validate(run: RunConfig) -> list[str]:
     for key, template, fields in (("train.student_prompt", t.student_prompt, ("problem",)),
                                   ("train.teacher_prompt", t.teacher_prompt, ("problem", "solution")),
                                   ("eval.prompt", run.eval.prompt, ("problem",))):
-        problems.extend(_check_template(key, template, fields))
+        problems.extend(template_problems(key, template, fields))
     r = run.rollout
     need(r.temperature > 0, f"rollout.temperature={r.temperature} must be > 0")
     need(0 < r.top_p <= 1, f"rollout.top_p={r.top_p} must be in (0, 1]")
@@ -606,7 +605,8 @@ def _check_checkpoint_race(e: EvalConfig) -> list[str]:
     return problems
 
 
-def _check_template(key: str, template: str, fields: tuple[str, ...]) -> list[str]:
+def template_problems(key: str, template: str, fields: tuple[str, ...]) -> list[str]:
+    """The problem of a prompt template that `str.format` cannot fill with exactly these fields (none: it can)."""
     try:
         template.format(**{name: "x" for name in fields})
     except (KeyError, IndexError, ValueError) as err:

@@ -40,6 +40,7 @@ from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text, 
 from opsd_sweep.run.rundir import gpu_hours as recorded_gpu_hours
 from opsd_sweep.run.takeover import Location, locate_dir, take_over_earlier
 from opsd_sweep.simulate import simulate_cycle
+from opsd_sweep.tiny import tiny_problems
 from opsd_sweep.worker import client as worker_client
 
 PHASES = (("train", "training"), ("evaluate", "evaluating"))  # (phase, the state while it runs)
@@ -375,8 +376,10 @@ STANDALONE_APP = "standalone"  # hydra.job.name of `python -m opsd_sweep.evaluat
 
 def load_cycle_config(cfg: DictConfig) -> RunConfig:
     """load_run_config plus what a train-then-eval cycle needs beyond a valid config: at least one training
-    step, and model, data and eval sources that exist (preflight); raise one ConfigError listing all."""
-    return load_run_config(cfg, more_checks=(_cycle_problems, lambda run: preflight_problems(run, train=True)))
+    step, tiny.* settings a world can be built with, and model, data and eval sources that exist (preflight);
+    raise one ConfigError listing all."""
+    return load_run_config(cfg, more_checks=(_cycle_problems, tiny_problems,
+                                             lambda run: preflight_problems(run, train=True)))
 
 
 def _cycle_problems(run: RunConfig) -> list[str]:
