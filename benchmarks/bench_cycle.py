@@ -171,7 +171,7 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
     (kv_cache_dtype: the evaluator option eval.kv_cache_dtype; attention_backend, adapter: probes; lengths:
     length_model.parse's; partial: where the record so far is rewritten every 30 s while it runs; engine_share:
     a probe's GPU share of the engine)."""
-    from opsd_sweep.evaluate.generate import Job, Shard
+    from opsd_sweep.evaluate.engine import Job, Shard
     from opsd_sweep.evaluate.runner import run_plan
     from opsd_sweep.evaluate.shards import ShardStore
 

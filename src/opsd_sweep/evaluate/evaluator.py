@@ -23,7 +23,7 @@ from pathlib import Path
 from opsd_sweep.backends import prepare_vllm_process, resolve_backend
 from opsd_sweep.config import RunConfig
 from opsd_sweep.evaluate.datasets import Problem, load_problems
-from opsd_sweep.evaluate.generate import Engine, EngineSpec, Sample, Sampling
+from opsd_sweep.evaluate.engine import Engine, EngineSpec, Sample, Sampling
 from opsd_sweep.evaluate.grade import Grade, grade_many
 from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
