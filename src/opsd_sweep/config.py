@@ -53,7 +53,7 @@ class LoraConfig:
 
 @dataclass
 class CollapseConfig:
-    """The collapse rule (opsd_sweep.collapse): the band of a run's first early_steps steps."""
+    """The collapse rule (opsd_sweep.run.collapse): the band of a run's first early_steps steps."""
     early_steps: int = MISSING   # steps that set the band
     patience: int = MISSING      # consecutive out-of-band steps that make a collapse
     kl_ratio: float = MISSING    # kl_true above kl_ratio x the early steps' largest

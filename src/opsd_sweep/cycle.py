@@ -25,7 +25,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from opsd_sweep import ACCELERATE_DIR, backends, collapse
+from opsd_sweep import ACCELERATE_DIR, backends
 from opsd_sweep.config import RunConfig, load_run_config, to_dict
 from opsd_sweep.run.keys import input_identities
 from opsd_sweep.run.identity import evaluation_problem
@@ -33,6 +33,7 @@ from opsd_sweep.run.record import planned_samples
 from opsd_sweep.evaluate.sampling_plan import ensure_plan, plan_path
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
+from opsd_sweep.run import collapse
 from opsd_sweep.run.claims import (SLURM_LIVE_STATES, Claim, RunClaimedError, claim_run, current_owner,
                                    owner_alive, release_run, slurm_job_id, slurm_job_state)
 from opsd_sweep.run.keys import cycle_key, run_slug

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opsd_sweep.collapse import MARKER
+from opsd_sweep.run.collapse import MARKER
 from opsd_sweep.summarize.collect import collect
 from opsd_sweep.summarize.config_stats import analyse
 from opsd_sweep.summary import main, parse_args

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import torch
 
-from opsd_sweep import collapse
 from opsd_sweep.config import RunConfig
 from opsd_sweep.data import DatasetUnavailableError, load_rows
 from opsd_sweep.evaluate.datasets import load_problems
@@ -30,6 +29,7 @@ from opsd_sweep.evaluate.merge_check import MERGED_DIR, compare_logprobs, write_
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.modeling import ModelUnavailableError, eos_token_ids, load_model, load_tokenizer
 from opsd_sweep.prompts import render_prompt_ids
+from opsd_sweep.run import collapse
 from opsd_sweep.run.rundir import RunDir, atomic_write_text
 from opsd_sweep.train import checkpoint
 from opsd_sweep.train.collate import collate
