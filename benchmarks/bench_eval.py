@@ -141,7 +141,7 @@ def synthetic_completions(n: int, seed: int) -> list[tuple[str, str, str]]:
 
 
 def bench_grading(args) -> list[dict]:
-    from opsd_sweep.evaluate.grade import grade_many
+    from opsd_sweep.scoring.grade import grade_many
 
     items = synthetic_completions(args.samples, seed=0)
     pairs = [(text, gold) for text, gold, _ in items]

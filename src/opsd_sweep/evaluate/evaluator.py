@@ -24,8 +24,8 @@ from opsd_sweep.backends import prepare_vllm_process, resolve_backend
 from opsd_sweep.config import RunConfig
 from opsd_sweep.evaluate.datasets import Problem, load_problems
 from opsd_sweep.evaluate.engine import Engine, EngineSpec, Sample, Sampling
-from opsd_sweep.evaluate.grade import Grade, grade_many
-from opsd_sweep.evaluate.metrics import compute_metrics, suite_metrics
+from opsd_sweep.scoring.grade import Grade, grade_many
+from opsd_sweep.scoring.metrics import compute_metrics, suite_metrics
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages

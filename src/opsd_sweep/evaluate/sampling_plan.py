@@ -8,7 +8,7 @@
 - eval.allocation=neyman: per-problem counts from a pilot that is not the run itself (the same pool): the pooled
   solve rates (design.shrunk_rates) and per-sample GPU-seconds from the pilot's token counts, allocated by
   design.neyman_allocation at the GPU cost of K samples of every problem; the score is then design's
-  stratified score (evaluate/metrics.py). Without a pilot: K of every problem, and the reason says so.
+  stratified score (scoring/metrics.py). Without a pilot: K of every problem, and the reason says so.
 
 The plan is written once to the run dir (sampling_plan.json) and reused on resume; the run key holds the
 declared settings (eval.n_samples=auto, eval.auto_k, eval.allocation, eval.allocation_floor), never what they

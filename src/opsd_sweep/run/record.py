@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from opsd_sweep.config import RunConfig, from_dict
-from opsd_sweep.evaluate.metrics import with_current_vote
+from opsd_sweep.scoring.metrics import with_current_vote
 from opsd_sweep.run import takeover
 from opsd_sweep.run.collapse import find_collapse, rule_of
 from opsd_sweep.run.identity import evaluation_problem
