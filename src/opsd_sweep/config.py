@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from opsd_sweep import CONF_DIR
 from opsd_sweep.backends import BACKENDS
 
 
@@ -361,8 +362,6 @@ def profile_override_problems(run: RunConfig) -> list[str]:
 def overridden_choices(profile: str, overrides: list[str], run: RunConfig) -> list[str]:
     """The problem of each group choice in `overrides` that conf/profile/<profile>.yaml sets by value."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from opsd_sweep import CONF_DIR
 
     set_by_profile = set(OmegaConf.load(CONF_DIR / "profile" / f"{profile}.yaml")) - {"defaults"}
     groups = {folder.name for folder in CONF_DIR.iterdir() if folder.is_dir()}

@@ -31,6 +31,7 @@ from opsd_sweep.run.keys import input_identities
 from opsd_sweep.run.identity import evaluation_problem
 from opsd_sweep.run.record import planned_samples
 from opsd_sweep.evaluate.sampling_plan import ensure_plan, plan_path
+from opsd_sweep.evaluate.standalone import load_eval_config, locate_eval_dir
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
 from opsd_sweep.run import collapse
@@ -395,8 +396,6 @@ def validate_job(job_cfg: DictConfig) -> str:
     return the run dir it would run, so the launcher can refuse two jobs that would share one. Jobs of
     the standalone evaluation are checked (and located) as evaluations."""
     if HydraConfig.initialized() and HydraConfig.get().job.name == STANDALONE_APP:
-        from opsd_sweep.evaluate.standalone import load_eval_config, locate_eval_dir
-
         return str(locate_eval_dir(load_eval_config(job_cfg))[1].path)
     return str(locate_run(load_cycle_config(job_cfg))[1].path)
 
