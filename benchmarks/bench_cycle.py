@@ -72,7 +72,7 @@ from pathlib import Path
 from benchmarks import length_model
 from benchmarks.bench_vllm_tp_dp import N_SAMPLES, summarize
 from benchmarks.eval_trace import TimedSteps, TimeLimit, engine_args_with, summarize_steps
-from benchmarks.run_config import composed_run_config
+from opsd_sweep.testing.run_config import composed_run_config
 from opsd_sweep import random_world
 from opsd_sweep.gpu_check import checked_cycle, run, step_parts, sweep_args
 from opsd_sweep.run.rundir import gpu_hours
