@@ -160,7 +160,7 @@ class PoolRun:
     @property
     def score(self):
         """design.StratifiedScore: the run's score (fraction) and its eval-sampling variance."""
-        from opsd_sweep.inference import design  # statsmodels: see choose_pool_k
+        from opsd_sweep.inference import design  # statsmodels: see choose_k
 
         return design.stratified_score(self.correct, self.samples)
 
@@ -281,7 +281,7 @@ def allocate(pool: list[PoolRun], k: int, floor: int) -> tuple[dict[str, int] | 
     """(counts by problem id or None, eval.json's allocation record). The pilot is the pool's runs that scored the
     problems of its newest run; rates and per-sample costs are pooled over them; the budget is the GPU cost of k
     samples of every problem. Without a pilot: None (k of every problem) and the reason."""
-    from opsd_sweep.inference import design  # statsmodels: see choose_pool_k
+    from opsd_sweep.inference import design  # statsmodels: see choose_k
 
     record = {"kind": "neyman", "floor": floor, "k": k}
     if not pool:
