@@ -417,7 +417,8 @@ def _run_problems(run: RunConfig) -> list[str]:
     return problems + _unmet([
         *((limit is None or limit >= 1, f"{key}={limit} must be >= 1 (the first N problems) or null (all of them); "
                                          f"e.g. {key}=8 or {key}=null")
-          for key, limit in (("data.max_problems", run.data.max_problems), ("eval.max_problems", run.eval.max_problems))),
+          for key, limit in (("data.max_problems", run.data.max_problems),
+                             ("eval.max_problems", run.eval.max_problems))),
         (run.group not in ("", ".") and not group.is_absolute() and ".." not in group.parts,
          f"group={run.group!r} must name a folder inside results_root ({run.results_root}): a relative path "
          "without '..' (e.g. group=lr_sweep); to write elsewhere, set results_root"),
@@ -453,7 +454,8 @@ def _train_problems(run: RunConfig) -> list[str]:
         (t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}"),
         (c.early_steps >= 1 and c.patience >= 1, f"train.collapse.early_steps={c.early_steps} and "
                                                   f"train.collapse.patience={c.patience} must be >= 1"),
-        (c.kl_ratio > 1, f"train.collapse.kl_ratio={c.kl_ratio} must be > 1 (a multiple of the early steps' largest KL)"),
+        (c.kl_ratio > 1,
+         f"train.collapse.kl_ratio={c.kl_ratio} must be > 1 (a multiple of the early steps' largest KL)"),
         (c.length_band > 0 and c.cap_rise > 0, f"train.collapse.length_band={c.length_band} and "
                                                 f"train.collapse.cap_rise={c.cap_rise} must be > 0"),
         (t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1"),
@@ -495,7 +497,8 @@ def _eval_problems(run: RunConfig) -> list[str]:
     e = run.eval
     problems = _check_sampling_plan(e)
     problems += _unmet([
-        (e.checkpoints in EVAL_CHECKPOINTS, f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}"),
+        (e.checkpoints in EVAL_CHECKPOINTS,
+         f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}"),
         (e.average_last >= 1, f"eval.average_last={e.average_last} must be >= 1"),
     ])
     problems += _check_checkpoint_race(e)
@@ -511,7 +514,8 @@ def _eval_problems(run: RunConfig) -> list[str]:
         (e.shard_size >= 1, f"eval.shard_size={e.shard_size} must be >= 1"),
         (e.engines is None or e.engines >= 1, f"eval.engines={e.engines} must be >= 1 or null (one per GPU group)"),
         (e.tensor_parallel_size >= 1, f"eval.tensor_parallel_size={e.tensor_parallel_size} must be >= 1"),
-        (0 < e.gpu_memory_utilization <= 1, f"eval.gpu_memory_utilization={e.gpu_memory_utilization} must be in (0, 1]"),
+        (0 < e.gpu_memory_utilization <= 1,
+         f"eval.gpu_memory_utilization={e.gpu_memory_utilization} must be in (0, 1]"),
         (e.merge_tolerance > 0, f"eval.merge_tolerance={e.merge_tolerance} must be > 0 nats (0.02 is the default)"),
         (e.backend != "vllm" or e.max_model_len > e.max_new_tokens,
          f"eval.max_model_len={e.max_model_len} must exceed eval.max_new_tokens={e.max_new_tokens} by the prompt "
@@ -535,7 +539,8 @@ def _anchor_and_simulate_problems(run: RunConfig) -> list[str]:
     return problems + _unmet([
         (0 < sm.base_score < 100, f"simulate.base_score={sm.base_score} must be in (0, 100) (percent)"),
         (sm.lr_peak > 0, f"simulate.lr_peak={sm.lr_peak} must be > 0"),
-        (sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0, "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0"),
+        (sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
+         "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0"),
         (sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1"),
         (sm.train_gpu_hours is None or sm.train_gpu_hours > 0,
          f"simulate.train_gpu_hours={sm.train_gpu_hours} must be > 0 (e.g. 0.15: 9 GPU-minutes) or null"),

@@ -300,7 +300,8 @@ def grade_samples(plan: EvalPlan, drawn: Drawn) -> list[dict]:
     e = plan.run.eval
     pairs = [(drawn.samples[p, s].text, problem.answer) for p, problem in enumerate(plan.problems)
              for s in range(plan.counts[p])]
-    return problem_records(plan.problems, plan.counts, drawn.samples, grade_many(pairs, e.grade_timeout, e.grade_workers))
+    grades = grade_many(pairs, e.grade_timeout, e.grade_workers)
+    return problem_records(plan.problems, plan.counts, drawn.samples, grades)
 
 
 def record_evaluation(plan: EvalPlan, checkpoint: Path | None, eval_dir: Path, drawn: Drawn, records: list[dict],
