@@ -72,7 +72,7 @@ from pathlib import Path
 from opsd_sweep.costs import length_model
 from benchmarks.bench_vllm_tp_dp import N_SAMPLES, summarize
 from benchmarks.eval_trace import TimedSteps, TimeLimit, engine_args_with, summarize_steps
-from benchmarks.run_config import composed_run_config
+from opsd_sweep.testing.run_config import composed_run_config
 from opsd_sweep import random_world
 from opsd_sweep.gpu_check import checked_cycle, run, step_parts, sweep_args
 from opsd_sweep.run.rundir import gpu_hours
@@ -171,7 +171,7 @@ def aime_sized_eval(run_dir: Path | None, work: Path, length_seed: int, kv_cache
     (kv_cache_dtype: the evaluator option eval.kv_cache_dtype; attention_backend, adapter: probes; lengths:
     length_model.parse's; partial: where the record so far is rewritten every 30 s while it runs; engine_share:
     a probe's GPU share of the engine)."""
-    from opsd_sweep.evaluate.generate import Job, Shard
+    from opsd_sweep.evaluate.engine import Job, Shard
     from opsd_sweep.evaluate.runner import run_plan
     from opsd_sweep.evaluate.shards import ShardStore
 

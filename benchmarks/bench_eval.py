@@ -19,7 +19,8 @@ import random
 import time
 from pathlib import Path
 
-from opsd_sweep.evaluate.generate import HFEngine, Sampling
+from opsd_sweep.evaluate.engine import Sampling
+from opsd_sweep.evaluate.generate import HFEngine
 
 QWEN3_1P7B = dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                   intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True)
@@ -140,7 +141,7 @@ def synthetic_completions(n: int, seed: int) -> list[tuple[str, str, str]]:
 
 
 def bench_grading(args) -> list[dict]:
-    from opsd_sweep.evaluate.grade import grade_many
+    from opsd_sweep.scoring.grade import grade_many
 
     items = synthetic_completions(args.samples, seed=0)
     pairs = [(text, gold) for text, gold, _ in items]

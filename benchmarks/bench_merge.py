@@ -20,7 +20,7 @@ import torch
 
 from opsd_sweep import random_world
 from opsd_sweep.evaluate.evaluator import merge_adapter
-from opsd_sweep.evaluate.generate import EngineSpec, Sampling
+from opsd_sweep.evaluate.engine import EngineSpec, Sampling
 
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.bench_read_results --runs 300 [--record] [--profile]
 
-Builds N hand-built run dirs under a temp dir, as a sweep writes them (benchmarks/rundirs.py's
+Builds N hand-built run dirs under a temp dir, as a sweep writes them (src/opsd_sweep/testing/rundirs.py's
 write_run: config.yaml, status.json, train/metrics.jsonl, eval/eval.json; plus identity.json, which a
 cycle records with RunDir.write_identity), learning rate and seed varied so there are several configs.
 Then, in one process, it times per run:
@@ -58,7 +58,7 @@ def build_runs(root: Path, n_runs: int, n_problems: int, n_samples: int, steps: 
     """N complete run dirs under root/sweep (learning rates x seeds), each with identity.json."""
     from opsd_sweep.run.keys import input_identities
     from opsd_sweep.run.rundir import read_json
-    from benchmarks.rundirs import base_run, draw_correct, write_run
+    from opsd_sweep.testing.rundirs import base_run, draw_correct, write_run
 
     inputs = input_identities(base_run())  # learning rate and seed change no input
     difficulty = np.linspace(-2.5, 2.5, n_problems)

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.loss_reference import reference
-from benchmarks.run_config import composed_run_config
+from opsd_sweep.testing.loss_reference import reference
+from opsd_sweep.testing.run_config import composed_run_config
 from opsd_sweep.config import RolloutConfig
 from opsd_sweep.train.collate import collate
 from opsd_sweep.train.distill import DistillationModel

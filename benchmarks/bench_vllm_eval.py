@@ -17,7 +17,7 @@ import shutil
 import time
 from pathlib import Path
 
-from benchmarks.run_config import composed_run_config
+from opsd_sweep.testing.run_config import composed_run_config
 
 QWEN3_1P7B = dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
                   head_dim=128, intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.bench_train import RECIPE, build_model, write_world
-from benchmarks.run_config import composed_run_config
+from opsd_sweep.testing.run_config import composed_run_config
 from opsd_sweep.run.rundir import RunDir
 from opsd_sweep.train.trainer import OPSDTrainer
 

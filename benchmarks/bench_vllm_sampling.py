@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from opsd_sweep import random_world
-from opsd_sweep.train.rollout_vllm import _set_launcher_env
+from opsd_sweep.train.rollout_vllm import set_launcher_env
 
 SHAPES = ((32, 1024), (256, 256))  # (requests, tokens each): the rollout's step, an eval-like batch
 
@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     world = random_world.build(args.work / "world")
-    _set_launcher_env(torch.device("cuda", 0))
+    set_launcher_env(torch.device("cuda", 0))
     from vllm import LLM
     from vllm.lora.request import LoRARequest
 

@@ -37,7 +37,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from opsd_sweep.costs import length_model
-from opsd_sweep.evaluate.generate import EngineSpec, Job, Sampling, Shard
+from opsd_sweep.evaluate.engine import EngineSpec, Job, Sampling, Shard
 from opsd_sweep.evaluate.shards import derive_seed
 from opsd_sweep.run.rundir import atomic_write_text
 

@@ -14,7 +14,7 @@ import argparse
 import itertools
 from pathlib import Path
 
-from opsd_sweep.collapse import find_collapse
+from opsd_sweep.run.collapse import find_collapse
 from opsd_sweep.config import CollapseConfig
 from opsd_sweep.run.rundir import find_run_dirs
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from opsd_sweep.config import load_run_config
 from opsd_sweep.cycle import locate_run
-from opsd_sweep.evaluate.metrics import score_fields
+from opsd_sweep.scoring.metrics import score_fields
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text
 from tests.conftest import compose
 

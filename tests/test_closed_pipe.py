@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.rundirs import draw_correct, write_run
+from opsd_sweep.testing.rundirs import draw_correct, write_run
 
 
 @pytest.fixture(scope="module")

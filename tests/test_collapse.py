@@ -1,11 +1,11 @@
-"""The collapse rule (opsd_sweep.collapse.find_collapse), the pure function the trainer stops on and the
+"""The collapse rule (opsd_sweep.run.collapse.find_collapse), the pure function the trainer stops on and the
 summary flags by; its real behaviour on tiny cycles is in tests/orchestration/test_collapse_stop.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from opsd_sweep.collapse import collapse_count, find_collapse
+from opsd_sweep.run.collapse import collapse_count, find_collapse
 from opsd_sweep.config import CollapseConfig, ConfigError, load_run_config
 from tests.conftest import compose
 

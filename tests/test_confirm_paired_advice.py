@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats as sps
 from statsmodels.stats.power import TTestPower
 
-from benchmarks.rundirs import write_run
+from opsd_sweep.testing.rundirs import write_run
 from opsd_sweep.confirm import __main__ as confirm_cli
 from opsd_sweep.confirm import seeds
 

@@ -1,4 +1,4 @@
-"""`python -m opsd_sweep.confirm --report-only` on a sweep of real run dirs (benchmarks.rundirs): before any
+"""`python -m opsd_sweep.confirm --report-only` on a sweep of real run dirs (opsd_sweep.testing.rundirs): before any
 confirmation run exists it gives no verdict word, counts runs (not seed x benchmark pairs), says how to run
 them, writes nothing beside the runs and exits 1, as a confirmation that is not complete does."""
 
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks.rundirs import draw_correct, write_run
+from opsd_sweep.testing.rundirs import draw_correct, write_run
 from opsd_sweep.confirm import __main__ as confirm_cli
 from opsd_sweep.confirm import report, seeds
 from opsd_sweep.confirm.verdict import CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED

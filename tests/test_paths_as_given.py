@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmarks.rundirs import base_run, write_run
+from opsd_sweep.testing.rundirs import base_run, write_run
 from opsd_sweep.config import to_dict
 from opsd_sweep.confirm import plan, report
 from opsd_sweep.status import main as status

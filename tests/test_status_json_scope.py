@@ -1,7 +1,7 @@
 """`python -m opsd_sweep.status --json` scopes each summary to the runs it read: a group's summary.csv is made
 stale only by runs under its own roots (not by a confirmation's runs in <group>-confirm/ beside it), and a
 config's verdict comes from its group's own summary, not from a newer summary of the whole root. Real run dirs
-(benchmarks.rundirs), real summaries; the times are set, not waited for."""
+(opsd_sweep.testing.rundirs), real summaries; the times are set, not waited for."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from benchmarks.rundirs import draw_correct, write_run
+from opsd_sweep.testing.rundirs import draw_correct, write_run
 from opsd_sweep.run.rundir import atomic_write_json
 from opsd_sweep.status import main as status_main
 from opsd_sweep.summary import main as summary_main

@@ -3,7 +3,7 @@
 The run key leaves the group out, so one config and seed run in two groups share it (a/<slug>-<key8> and
 b/<slug>-<key8>), and a summary's runs.csv lists the second dir it meets under '<group>/<key>'. Looking a run up
 by its key alone gave the run in b/ the label and verdict of a/'s summary, which never read it, and let a/'s
-summary count b/'s runs as its own when it asked whether it is stale. Real run dirs (benchmarks.rundirs), real
+summary count b/'s runs as its own when it asked whether it is stale. Real run dirs (opsd_sweep.testing.rundirs), real
 summaries; the times are set, not waited for."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from benchmarks.rundirs import draw_correct, write_run
+from opsd_sweep.testing.rundirs import draw_correct, write_run
 from opsd_sweep.run.rundir import atomic_write_json
 from opsd_sweep.status import main as status_main
 from opsd_sweep.summary import main as summary_main

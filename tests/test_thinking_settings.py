@@ -14,7 +14,7 @@ from opsd_sweep.run.keys import NON_SEMANTIC_SUBFIELDS, cycle_key, eval_key
 from opsd_sweep.selector import select_config
 from opsd_sweep.summarize.collect import collect
 from tests.conftest import compose
-from benchmarks.rundirs import base_run, draw_correct, write_run
+from opsd_sweep.testing.rundirs import base_run, draw_correct, write_run
 
 SIM = ["executor=simulate", "group=thinking"]
 # (override of the default, the config field it sets)

@@ -10,6 +10,7 @@ import pytest
 
 from opsd_sweep.config import ConfigError, load_run_config
 from opsd_sweep.confirm import __main__ as confirm_cli
+from opsd_sweep.cycle import load_cycle_config
 from opsd_sweep.race import RaceSettings, RaceSpec
 from opsd_sweep.summarize.settings import load_settings
 from tests.conftest import compose, run_sweep
@@ -22,6 +23,11 @@ def refusal(overrides: list[str]) -> str:
     with pytest.raises(ConfigError) as err:
         load_run_config(compose(overrides))
     return str(err.value)
+
+
+def load_with_tiny_check(overrides: list[str]):
+    """A run config loaded by the cycle's loader, which passes the tiny world's settings check in."""
+    return load_cycle_config(compose(overrides))
 
 
 # --- run config: seed and max_problems ------------------------------------------------------------------
@@ -186,7 +192,9 @@ TINY_PROBLEMS = 144  # 9 addends x 4 x 4 factors (tiny.all_problems): train and 
 def test_tiny_settings_no_world_can_be_built_with_are_refused_naming_the_value(overrides, said):
     """Each of these failed inside ensure_tiny_assets, the warm start or the first forward pass, after the sweep
     had started (n_train + n_eval above the problems there are raised a ValueError from make_datasets)."""
-    assert said in refusal(["profile=tiny", *overrides])
+    with pytest.raises(ConfigError) as err:
+        load_with_tiny_check(["profile=tiny", *overrides])
+    assert said in str(err.value)
 
 
 @pytest.mark.parametrize("overrides", [
@@ -194,7 +202,7 @@ def test_tiny_settings_no_world_can_be_built_with_are_refused_naming_the_value(o
     ["tiny.num_kv_heads=1"], ["tiny.head_dim=2"], ["tiny.warm_start.slip_rate=0"], ["tiny.warm_start.slip_rate=1"],
 ])
 def test_the_nearest_allowed_tiny_settings_pass(overrides):
-    assert load_run_config(compose(["profile=tiny", *overrides])).tiny is not None
+    assert load_with_tiny_check(["profile=tiny", *overrides]).tiny is not None
 
 
 def test_the_limit_on_tiny_problems_is_the_generators():

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from opsd_sweep import CONF_DIR
 from opsd_sweep.backends import BACKENDS
 
 
@@ -53,7 +54,7 @@ class LoraConfig:
 
 @dataclass
 class CollapseConfig:
-    """The collapse rule (opsd_sweep.collapse): the band of a run's first early_steps steps."""
+    """The collapse rule (opsd_sweep.run.collapse): the band of a run's first early_steps steps."""
     early_steps: int = MISSING   # steps that set the band
     patience: int = MISSING      # consecutive out-of-band steps that make a collapse
     kl_ratio: float = MISSING    # kl_true above kl_ratio x the early steps' largest
@@ -323,7 +324,8 @@ def renamed_key_problem(written: str) -> str | None:
 def load_run_config(cfg: DictConfig | dict,
                     more_checks: tuple[Callable[[RunConfig], list[str]], ...] = ()) -> RunConfig:
     """Resolve, type-check and validate a composed config; raise ConfigError listing every problem (those
-    of `more_checks` too, e.g. the pre-flight of the files it names)."""
+    of `more_checks` too: the loaders pass the tiny world's settings check, tiny.tiny_problems, and the
+    pre-flight of the files it names)."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     container = {k: v for k, v in container.items() if k != "hydra"}
     if renamed := [problem for key in container if (problem := renamed_key_problem(key)) is not None]:
@@ -361,8 +363,6 @@ def overridden_choices(profile: str, overrides: list[str], run: RunConfig) -> li
     """The problem of each group choice in `overrides` that conf/profile/<profile>.yaml sets by value."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from opsd_sweep import CONF_DIR
-
     set_by_profile = set(OmegaConf.load(CONF_DIR / "profile" / f"{profile}.yaml")) - {"defaults"}
     groups = {folder.name for folder in CONF_DIR.iterdir() if folder.is_dir()}
     problems = []
@@ -395,116 +395,156 @@ def is_local_path(path: str) -> bool:
 
 def validate(run: RunConfig) -> list[str]:
     """Every problem with the run config, each naming the key, the value and the fix."""
-    problems: list[str] = []
+    return (_run_problems(run) + _train_problems(run) + _rollout_problems(run) + _loss_problems(run)
+            + _eval_problems(run) + _anchor_and_simulate_problems(run))
 
-    def need(ok: bool, message: str) -> None:
-        if not ok:
-            problems.append(message)
 
-    for key, allowed in CHOICES.items():
-        value = get_dotted(run, key)
-        need(value in allowed, f"{key}={value!r} is not one of {list(allowed)}")
-    need(run.learning_rate > 0, f"learning_rate={run.learning_rate} must be > 0 (e.g. learning_rate=5e-6)")
-    problems.extend(seed_problems("seed", run.seed, example=1))
+def _unmet(checks: list[tuple[bool, str]]) -> list[str]:
+    """The message of every check that does not hold, in order."""
+    return [message for ok, message in checks if not ok]
+
+
+def _run_problems(run: RunConfig) -> list[str]:
+    """The top-level keys: choices, learning rate, seeds, problem counts, the group folder, clip."""
+    problems = [f"{key}={get_dotted(run, key)!r} is not one of {list(allowed)}"
+                for key, allowed in CHOICES.items() if get_dotted(run, key) not in allowed]
+    problems += _unmet([(run.learning_rate > 0,
+                         f"learning_rate={run.learning_rate} must be > 0 (e.g. learning_rate=5e-6)")])
+    problems += seed_problems("seed", run.seed, example=1)
     if run.tiny is not None:  # seeds the tiny world's split, model init and warm start, before the run starts
-        problems.extend(seed_problems("tiny.seed", run.tiny.seed, example=0))
-        from opsd_sweep.tiny import setting_problems as tiny_setting_problems  # tiny.py imports this module
-        problems.extend(tiny_setting_problems(run.tiny))
-    for key, limit in (("data.max_problems", run.data.max_problems), ("eval.max_problems", run.eval.max_problems)):
-        need(limit is None or limit >= 1, f"{key}={limit} must be >= 1 (the first N problems) or null (all of them); "
-                                          f"e.g. {key}=8 or {key}=null")
-    group = Path(run.group)
-    need(run.group not in ("", ".") and not group.is_absolute() and ".." not in group.parts,
+        problems += seed_problems("tiny.seed", run.tiny.seed, example=0)
+    group, step = Path(run.group), run.train.profile_step
+    return problems + _unmet([
+        *((limit is None or limit >= 1, f"{key}={limit} must be >= 1 (the first N problems) or null (all of them); "
+                                         f"e.g. {key}=8 or {key}=null")
+          for key, limit in (("data.max_problems", run.data.max_problems),
+                             ("eval.max_problems", run.eval.max_problems))),
+        (run.group not in ("", ".") and not group.is_absolute() and ".." not in group.parts,
          f"group={run.group!r} must name a folder inside results_root ({run.results_root}): a relative path "
-         "without '..' (e.g. group=lr_sweep); to write elsewhere, set results_root")
-    step = run.train.profile_step
-    need(step is None or 1 <= step <= run.train.max_steps,
-         f"train.profile_step={step} must be a step of the run, 1..train.max_steps={run.train.max_steps}, or null")
-    need(run.clip is None or run.clip >= 0, f"clip={run.clip} must be >= 0 or null (e.g. clip=0.05)")
+         "without '..' (e.g. group=lr_sweep); to write elsewhere, set results_root"),
+        (step is None or 1 <= step <= run.train.max_steps,
+         f"train.profile_step={step} must be a step of the run, 1..train.max_steps={run.train.max_steps}, or null"),
+        (run.clip is None or run.clip >= 0, f"clip={run.clip} must be >= 0 or null (e.g. clip=0.05)"),
+    ])
+
+
+def _train_problems(run: RunConfig) -> list[str]:
+    """train.*: the batch arithmetic, the schedule, the teacher, the strategy, the collapse rule, LoRA, prompts."""
     t = run.train
-    need(t.num_gpus >= 0, f"train.num_gpus={t.num_gpus} must be >= 0 (0 = CPU)")
-    for key in ("per_device_batch_size", "grad_accum_steps", "global_batch_size", "save_steps"):
-        need(getattr(t, key) >= 1, f"train.{key}={getattr(t, key)} must be >= 1")
-    need(t.max_steps >= 0, f"train.max_steps={t.max_steps} must be >= 0 (0 = the untrained base model, e.g. as "
-                           "the baseline of a standalone evaluation: python -m opsd_sweep.evaluate train.max_steps=0)")
     world = max(t.num_gpus, 1)
-    need(world * t.per_device_batch_size * t.grad_accum_steps == t.global_batch_size,
+    problems = _unmet([
+        (t.num_gpus >= 0, f"train.num_gpus={t.num_gpus} must be >= 0 (0 = CPU)"),
+        *((getattr(t, key) >= 1, f"train.{key}={getattr(t, key)} must be >= 1")
+          for key in ("per_device_batch_size", "grad_accum_steps", "global_batch_size", "save_steps")),
+        (t.max_steps >= 0, f"train.max_steps={t.max_steps} must be >= 0 (0 = the untrained base model, e.g. as "
+                           "the baseline of a standalone evaluation: python -m opsd_sweep.evaluate train.max_steps=0)"),
+        (world * t.per_device_batch_size * t.grad_accum_steps == t.global_batch_size,
          f"train.global_batch_size={t.global_batch_size} != GPUs {world} x per_device_batch_size "
          f"{t.per_device_batch_size} x grad_accum_steps {t.grad_accum_steps} = "
-         f"{world * t.per_device_batch_size * t.grad_accum_steps}; change one of them so they agree")
-    need(0 <= t.warmup_ratio < 1, f"train.warmup_ratio={t.warmup_ratio} must be in [0, 1)")
-    need(t.max_grad_norm > 0, f"train.max_grad_norm={t.max_grad_norm} must be > 0")
-    need(t.teacher in TEACHERS, f"train.teacher={t.teacher!r} is not one of {list(TEACHERS)}")
-    need(0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = the fixed teacher, 0 = the "
-                                "student teacher)")
-    problems.extend(_check_strategy(run))
-    need(t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}")
+         f"{world * t.per_device_batch_size * t.grad_accum_steps}; change one of them so they agree"),
+        (0 <= t.warmup_ratio < 1, f"train.warmup_ratio={t.warmup_ratio} must be in [0, 1)"),
+        (t.max_grad_norm > 0, f"train.max_grad_norm={t.max_grad_norm} must be > 0"),
+        (t.teacher in TEACHERS, f"train.teacher={t.teacher!r} is not one of {list(TEACHERS)}"),
+        (0 <= t.ema_decay <= 1, f"train.ema_decay={t.ema_decay} must be in [0, 1] (1 = the fixed teacher, 0 = the "
+                                "student teacher)"),
+    ])
+    problems += _check_strategy(run)
     c = t.collapse
-    need(c.early_steps >= 1 and c.patience >= 1, f"train.collapse.early_steps={c.early_steps} and "
-                                                  f"train.collapse.patience={c.patience} must be >= 1")
-    need(c.kl_ratio > 1, f"train.collapse.kl_ratio={c.kl_ratio} must be > 1 (a multiple of the early steps' largest KL)")
-    need(c.length_band > 0 and c.cap_rise > 0, f"train.collapse.length_band={c.length_band} and "
-                                                f"train.collapse.cap_rise={c.cap_rise} must be > 0")
-    need(t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1")
-    need(0 <= t.lora.dropout < 1, f"train.lora.dropout={t.lora.dropout} must be in [0, 1)")
+    problems += _unmet([
+        (t.report_to in REPORT_TO, f"train.report_to={t.report_to!r} is not one of {list(REPORT_TO)}"),
+        (c.early_steps >= 1 and c.patience >= 1, f"train.collapse.early_steps={c.early_steps} and "
+                                                  f"train.collapse.patience={c.patience} must be >= 1"),
+        (c.kl_ratio > 1,
+         f"train.collapse.kl_ratio={c.kl_ratio} must be > 1 (a multiple of the early steps' largest KL)"),
+        (c.length_band > 0 and c.cap_rise > 0, f"train.collapse.length_band={c.length_band} and "
+                                                f"train.collapse.cap_rise={c.cap_rise} must be > 0"),
+        (t.lora.r >= 1, f"train.lora.r={t.lora.r} must be >= 1"),
+        (0 <= t.lora.dropout < 1, f"train.lora.dropout={t.lora.dropout} must be in [0, 1)"),
+    ])
     for key, template, fields in (("train.student_prompt", t.student_prompt, ("problem",)),
                                   ("train.teacher_prompt", t.teacher_prompt, ("problem", "solution")),
                                   ("eval.prompt", run.eval.prompt, ("problem",))):
-        problems.extend(_check_template(key, template, fields))
-    r = run.rollout
-    need(r.temperature > 0, f"rollout.temperature={r.temperature} must be > 0")
-    need(0 < r.top_p <= 1, f"rollout.top_p={r.top_p} must be in (0, 1]")
-    need(r.max_new_tokens >= 1, f"rollout.max_new_tokens={r.max_new_tokens} must be >= 1")
-    need(0 < r.gpu_memory_utilization < 1,
-         f"rollout.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1) (the trainer needs the rest)")
-    lo = run.loss
-    need(0.0 <= lo.beta <= 1.0, f"loss.beta={lo.beta} must be in [0, 1] (0 = forward KL, 1 = reverse KL)")
-    need(lo.temperature > 0, f"loss.temperature={lo.temperature} must be > 0")
-    need(lo.chunk_size >= 1, f"loss.chunk_size={lo.chunk_size} must be >= 1 (e.g. loss.chunk_size=256)")
-    if lo.clip_mode != "none":
-        need(run.clip is not None and run.clip > 0,
-             f"clip={run.clip} must be > 0 with loss.clip_mode={lo.clip_mode} (or set loss.clip_mode=none)")
-    need(run.loss_top_k is None or run.loss_top_k >= 1, f"loss_top_k={run.loss_top_k} must be >= 1 or null")
-    e = run.eval
-    problems.extend(_check_sampling_plan(e))
-    need(e.checkpoints in EVAL_CHECKPOINTS, f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}")
-    need(e.average_last >= 1, f"eval.average_last={e.average_last} must be >= 1")
-    problems.extend(_check_checkpoint_race(e))
-    need(e.temperature >= 0, f"eval.temperature={e.temperature} must be >= 0")
-    need(0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
-    need(e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1")
-    need(e.batch_size >= 1, f"eval.batch_size={e.batch_size} must be >= 1")
-    need(e.max_num_seqs >= 1, f"eval.max_num_seqs={e.max_num_seqs} must be >= 1")
-    for key, backend in (("rollout.backend", run.rollout.backend), ("eval.backend", run.eval.backend)):
-        need(backend != "vllm" or t.num_gpus > 0,
-             f"{key}=vllm needs GPUs but train.num_gpus=0 (CPU); use {key}=auto or {key}=hf")
-    need(e.shard_size >= 1, f"eval.shard_size={e.shard_size} must be >= 1")
-    need(e.engines is None or e.engines >= 1, f"eval.engines={e.engines} must be >= 1 or null (one per GPU group)")
-    need(e.tensor_parallel_size >= 1, f"eval.tensor_parallel_size={e.tensor_parallel_size} must be >= 1")
-    need(0 < e.gpu_memory_utilization <= 1, f"eval.gpu_memory_utilization={e.gpu_memory_utilization} must be in (0, 1]")
-    need(e.merge_tolerance > 0, f"eval.merge_tolerance={e.merge_tolerance} must be > 0 nats (0.02 is the default)")
-    need(e.backend != "vllm" or e.max_model_len > e.max_new_tokens,
-         f"eval.max_model_len={e.max_model_len} must exceed eval.max_new_tokens={e.max_new_tokens} by the prompt "
-         "length (e.g. eval.max_model_len=40960 for 38912 new tokens)")
-    need(run.rollout.kv_cache_dtype == "auto" or run.rollout.backend != "hf",
-         f"rollout.kv_cache_dtype={run.rollout.kv_cache_dtype} is a vLLM option: set rollout.backend=vllm or "
-         "rollout.kv_cache_dtype=auto")
-    need(e.kv_cache_dtype == "auto" or e.backend != "hf",
-         f"eval.kv_cache_dtype={e.kv_cache_dtype} is a vLLM option: set eval.backend=vllm or eval.kv_cache_dtype=auto")
-    need(e.grade_timeout >= 1, f"eval.grade_timeout={e.grade_timeout} must be >= 1 second")
-    need(e.grade_workers >= 0, f"eval.grade_workers={e.grade_workers} must be >= 0 (0 = main thread)")
-    need(run.anchor.n >= 1 and run.anchor.sd >= 0,
-         f"anchor.n={run.anchor.n} must be >= 1 and anchor.sd={run.anchor.sd} >= 0 (conf/anchor/)")
-    if run.executor == "simulate":
-        sm = run.simulate
-        need(0 < sm.base_score < 100, f"simulate.base_score={sm.base_score} must be in (0, 100) (percent)")
-        need(sm.lr_peak > 0, f"simulate.lr_peak={sm.lr_peak} must be > 0")
-        need(sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
-             "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0")
-        need(sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1")
-        need(sm.train_gpu_hours is None or sm.train_gpu_hours > 0,
-             f"simulate.train_gpu_hours={sm.train_gpu_hours} must be > 0 (e.g. 0.15: 9 GPU-minutes) or null")
+        problems += template_problems(key, template, fields)
     return problems
+
+
+def _rollout_problems(run: RunConfig) -> list[str]:
+    r = run.rollout
+    return _unmet([
+        (r.temperature > 0, f"rollout.temperature={r.temperature} must be > 0"),
+        (0 < r.top_p <= 1, f"rollout.top_p={r.top_p} must be in (0, 1]"),
+        (r.max_new_tokens >= 1, f"rollout.max_new_tokens={r.max_new_tokens} must be >= 1"),
+        (0 < r.gpu_memory_utilization < 1,
+         f"rollout.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1) (the trainer needs the rest)"),
+    ])
+
+
+def _loss_problems(run: RunConfig) -> list[str]:
+    lo = run.loss
+    return _unmet([
+        (0.0 <= lo.beta <= 1.0, f"loss.beta={lo.beta} must be in [0, 1] (0 = forward KL, 1 = reverse KL)"),
+        (lo.temperature > 0, f"loss.temperature={lo.temperature} must be > 0"),
+        (lo.chunk_size >= 1, f"loss.chunk_size={lo.chunk_size} must be >= 1 (e.g. loss.chunk_size=256)"),
+        (lo.clip_mode == "none" or (run.clip is not None and run.clip > 0),
+         f"clip={run.clip} must be > 0 with loss.clip_mode={lo.clip_mode} (or set loss.clip_mode=none)"),
+        (run.loss_top_k is None or run.loss_top_k >= 1, f"loss_top_k={run.loss_top_k} must be >= 1 or null"),
+    ])
+
+
+def _eval_problems(run: RunConfig) -> list[str]:
+    """eval.*: the sampling plan, checkpoints and their race, sampling, engines, merging, grading; and the
+    vLLM-only options of both engines."""
+    e = run.eval
+    problems = _check_sampling_plan(e)
+    problems += _unmet([
+        (e.checkpoints in EVAL_CHECKPOINTS,
+         f"eval.checkpoints={e.checkpoints!r} is not one of {list(EVAL_CHECKPOINTS)}"),
+        (e.average_last >= 1, f"eval.average_last={e.average_last} must be >= 1"),
+    ])
+    problems += _check_checkpoint_race(e)
+    return problems + _unmet([
+        (e.temperature >= 0, f"eval.temperature={e.temperature} must be >= 0"),
+        (0 < e.top_p <= 1, f"eval.top_p={e.top_p} must be in (0, 1]"),
+        (e.max_new_tokens >= 1, f"eval.max_new_tokens={e.max_new_tokens} must be >= 1"),
+        (e.batch_size >= 1, f"eval.batch_size={e.batch_size} must be >= 1"),
+        (e.max_num_seqs >= 1, f"eval.max_num_seqs={e.max_num_seqs} must be >= 1"),
+        *((backend != "vllm" or run.train.num_gpus > 0,
+           f"{key}=vllm needs GPUs but train.num_gpus=0 (CPU); use {key}=auto or {key}=hf")
+          for key, backend in (("rollout.backend", run.rollout.backend), ("eval.backend", e.backend))),
+        (e.shard_size >= 1, f"eval.shard_size={e.shard_size} must be >= 1"),
+        (e.engines is None or e.engines >= 1, f"eval.engines={e.engines} must be >= 1 or null (one per GPU group)"),
+        (e.tensor_parallel_size >= 1, f"eval.tensor_parallel_size={e.tensor_parallel_size} must be >= 1"),
+        (0 < e.gpu_memory_utilization <= 1,
+         f"eval.gpu_memory_utilization={e.gpu_memory_utilization} must be in (0, 1]"),
+        (e.merge_tolerance > 0, f"eval.merge_tolerance={e.merge_tolerance} must be > 0 nats (0.02 is the default)"),
+        (e.backend != "vllm" or e.max_model_len > e.max_new_tokens,
+         f"eval.max_model_len={e.max_model_len} must exceed eval.max_new_tokens={e.max_new_tokens} by the prompt "
+         "length (e.g. eval.max_model_len=40960 for 38912 new tokens)"),
+        (run.rollout.kv_cache_dtype == "auto" or run.rollout.backend != "hf",
+         f"rollout.kv_cache_dtype={run.rollout.kv_cache_dtype} is a vLLM option: set rollout.backend=vllm or "
+         "rollout.kv_cache_dtype=auto"),
+        (e.kv_cache_dtype == "auto" or e.backend != "hf",
+         f"eval.kv_cache_dtype={e.kv_cache_dtype} is a vLLM option: set eval.backend=vllm or eval.kv_cache_dtype=auto"),
+        (e.grade_timeout >= 1, f"eval.grade_timeout={e.grade_timeout} must be >= 1 second"),
+        (e.grade_workers >= 0, f"eval.grade_workers={e.grade_workers} must be >= 0 (0 = main thread)"),
+    ])
+
+
+def _anchor_and_simulate_problems(run: RunConfig) -> list[str]:
+    problems = _unmet([(run.anchor.n >= 1 and run.anchor.sd >= 0,
+                        f"anchor.n={run.anchor.n} must be >= 1 and anchor.sd={run.anchor.sd} >= 0 (conf/anchor/)")])
+    if run.executor != "simulate":
+        return problems
+    sm = run.simulate
+    return problems + _unmet([
+        (0 < sm.base_score < 100, f"simulate.base_score={sm.base_score} must be in (0, 100) (percent)"),
+        (sm.lr_peak > 0, f"simulate.lr_peak={sm.lr_peak} must be > 0"),
+        (sm.train_seed_sd >= 0 and sm.difficulty_sd >= 0,
+         "simulate.train_seed_sd and simulate.difficulty_sd must be >= 0"),
+        (sm.n_problems >= 1, f"simulate.n_problems={sm.n_problems} must be >= 1"),
+        (sm.train_gpu_hours is None or sm.train_gpu_hours > 0,
+         f"simulate.train_gpu_hours={sm.train_gpu_hours} must be > 0 (e.g. 0.15: 9 GPU-minutes) or null"),
+    ])
 
 
 def seed_problems(key: str, seed: int, example: int) -> list[str]:
@@ -606,7 +646,8 @@ def _check_checkpoint_race(e: EvalConfig) -> list[str]:
     return problems
 
 
-def _check_template(key: str, template: str, fields: tuple[str, ...]) -> list[str]:
+def template_problems(key: str, template: str, fields: tuple[str, ...]) -> list[str]:
+    """The problem of a prompt template that `str.format` cannot fill with exactly these fields (none: it can)."""
     try:
         template.format(**{name: "x" for name in fields})
     except (KeyError, IndexError, ValueError) as err:

@@ -25,14 +25,16 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from opsd_sweep import ACCELERATE_DIR, backends, collapse
+from opsd_sweep import ACCELERATE_DIR, backends
 from opsd_sweep.config import RunConfig, load_run_config, to_dict
 from opsd_sweep.run.keys import input_identities
 from opsd_sweep.run.identity import evaluation_problem
 from opsd_sweep.run.record import planned_samples
 from opsd_sweep.evaluate.sampling_plan import ensure_plan, plan_path
+from opsd_sweep.evaluate.standalone import load_eval_config, locate_eval_dir
 from opsd_sweep.interrupt import signals_raise
 from opsd_sweep.preflight import preflight_problems
+from opsd_sweep.run import collapse
 from opsd_sweep.run.claims import (SLURM_LIVE_STATES, Claim, RunClaimedError, claim_run, current_owner,
                                    owner_alive, release_run, slurm_job_id, slurm_job_state)
 from opsd_sweep.run.keys import cycle_key, run_slug
@@ -40,6 +42,7 @@ from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text, 
 from opsd_sweep.run.rundir import gpu_hours as recorded_gpu_hours
 from opsd_sweep.run.takeover import Location, locate_dir, take_over_earlier
 from opsd_sweep.simulate import simulate_cycle
+from opsd_sweep.tiny import tiny_problems
 from opsd_sweep.worker import client as worker_client
 
 PHASES = (("train", "training"), ("evaluate", "evaluating"))  # (phase, the state while it runs)
@@ -375,8 +378,10 @@ STANDALONE_APP = "standalone"  # hydra.job.name of `python -m opsd_sweep.evaluat
 
 def load_cycle_config(cfg: DictConfig) -> RunConfig:
     """load_run_config plus what a train-then-eval cycle needs beyond a valid config: at least one training
-    step, and model, data and eval sources that exist (preflight); raise one ConfigError listing all."""
-    return load_run_config(cfg, more_checks=(_cycle_problems, lambda run: preflight_problems(run, train=True)))
+    step, tiny.* settings a world can be built with, and model, data and eval sources that exist (preflight);
+    raise one ConfigError listing all."""
+    return load_run_config(cfg, more_checks=(_cycle_problems, tiny_problems,
+                                             lambda run: preflight_problems(run, train=True)))
 
 
 def _cycle_problems(run: RunConfig) -> list[str]:
@@ -391,8 +396,6 @@ def validate_job(job_cfg: DictConfig) -> str:
     return the run dir it would run, so the launcher can refuse two jobs that would share one. Jobs of
     the standalone evaluation are checked (and located) as evaluations."""
     if HydraConfig.initialized() and HydraConfig.get().job.name == STANDALONE_APP:
-        from opsd_sweep.evaluate.standalone import load_eval_config, locate_eval_dir
-
         return str(locate_eval_dir(load_eval_config(job_cfg))[1].path)
     return str(locate_run(load_cycle_config(job_cfg))[1].path)
 

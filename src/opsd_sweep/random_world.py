@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 from opsd_sweep.run.rundir import atomic_write_json, atomic_write_text, read_json
+from opsd_sweep.tiny import build_tokenizer
 
 # (hidden, layers, heads, kv heads, head_dim, intermediate) of the published checkpoints' configs
 SHAPES = {"qwen3-1.7b": (2048, 28, 16, 8, 128, 6144), "qwen3-4b": (2560, 36, 32, 8, 128, 9728),
@@ -37,8 +38,6 @@ def build(root: Path, shape: str = "qwen3-1.7b", n_train: int = 64, n_eval: int 
     """Write root/model (random weights, bf16), root/train.jsonl and root/eval.jsonl once; reuse them after."""
     import torch
     from transformers import AutoModelForCausalLM, Qwen3Config
-
-    from opsd_sweep.tiny import build_tokenizer
 
     settings = {"shape": shape, "n_train": n_train, "n_eval": n_eval, "student_prompt": student_prompt,
                 "teacher_prompt": teacher_prompt}

@@ -29,7 +29,7 @@ import numpy as np
 
 from opsd_sweep.config import RunConfig, SimulateConfig, get_dotted
 from opsd_sweep.run.keys import semantic_dict
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.scoring.metrics import compute_metrics
 from opsd_sweep.evaluate.sampling_plan import SamplingPlan, ensure_plan, sample_gpu_seconds
 from opsd_sweep.run.keys import run_key
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text, utc_now

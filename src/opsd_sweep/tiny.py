@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from opsd_sweep.config import TinyConfig, WarmStartConfig, _check_template
+from opsd_sweep.config import RunConfig, TinyConfig, WarmStartConfig, template_problems
 from opsd_sweep.run.rundir import atomic_write_json, atomic_write_text
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
@@ -176,6 +176,12 @@ POSITIVE_SETTINGS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "
                      "n_train", "n_eval", "warm_start.steps", "warm_start.batch_size")
 
 
+def tiny_problems(run: RunConfig) -> list[str]:
+    """The problems of a run's tiny.* settings (none without a tiny world): the loaders pass this check to
+    load_run_config, as they pass the pre-flight, so a sweep is refused before any world is built."""
+    return setting_problems(run.tiny) if run.tiny is not None else []
+
+
 def setting_problems(cfg: TinyConfig) -> list[str]:
     """tiny.* values no world can be built with, each naming the value and the fix. Unchecked, each one failed
     inside ensure_tiny_assets (or the warm start, or the first forward pass), after the sweep had started."""
@@ -201,7 +207,7 @@ def setting_problems(cfg: TinyConfig) -> list[str]:
                         "(e.g. 0.5)")
     for key, template, fields in (("student_prompt", w.student_prompt, ("problem",)),
                                   ("teacher_prompt", w.teacher_prompt, ("problem", "solution"))):
-        problems.extend(_check_template(f"tiny.warm_start.{key}", template, fields))
+        problems.extend(template_problems(f"tiny.warm_start.{key}", template, fields))
     return problems or _vocab_problems(cfg)  # the tokenizer is trained on the split and prompts checked above
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import bench_decision_cost
 from benchmarks.records import MEASURED
-from benchmarks.rundirs import draw_correct, write_run
+from opsd_sweep.testing.rundirs import draw_correct, write_run
 from opsd_sweep.costs import length_model
 from opsd_sweep.costs.decision_model import (World, DifficultyModel, eval_lengths, measured_cost_model,
                                              published_by_correctness)

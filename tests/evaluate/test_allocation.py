@@ -13,7 +13,7 @@ import pytest
 from opsd_sweep.config import load_run_config
 from opsd_sweep.cycle import locate_run, run_cycle
 from opsd_sweep.evaluate.compare import compare
-from opsd_sweep.evaluate.metrics import compute_metrics, pass_at_k
+from opsd_sweep.scoring.metrics import compute_metrics, pass_at_k
 from opsd_sweep.evaluate.sampling_plan import PoolRun, allocate, plan_path, read_pool
 from opsd_sweep.evaluate.shards import plan_shards
 from opsd_sweep.evaluate.standalone import evaluate_standalone, locate_eval_dir

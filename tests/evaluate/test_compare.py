@@ -12,7 +12,7 @@ from scipy import stats as sps
 from statsmodels.stats.weightstats import ttost_paired
 
 from opsd_sweep.evaluate.compare import NotComparable, compare
-from opsd_sweep.evaluate.grade import grader_identity
+from opsd_sweep.scoring.grade import grader_identity
 from opsd_sweep.evaluate.standalone import evaluate_standalone, locate_eval_dir
 from opsd_sweep.inference.equivalence import DIFFERENT, EQUIVALENT, INCONCLUSIVE, paired_equivalence
 from opsd_sweep.run.rundir import read_json

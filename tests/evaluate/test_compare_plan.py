@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from opsd_sweep.evaluate.compare import compare, main, plan
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.scoring.metrics import compute_metrics
 from opsd_sweep.evaluate.sampling_plan import sample_gpu_seconds
 from opsd_sweep.inference.equivalence_plan import margin_shown, samples_needed
 from opsd_sweep.run.identity import evaluator_identity

@@ -16,8 +16,8 @@ from opsd_sweep.config import to_dict
 from opsd_sweep.evaluate.datasets import load_problems
 from opsd_sweep.evaluate.evaluator import check_fits
 from opsd_sweep.evaluate.evaluator import main as evaluate_run_dir
-from opsd_sweep.evaluate.grade import grade
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.scoring.grade import grade
+from opsd_sweep.scoring.metrics import compute_metrics
 from opsd_sweep.evaluate.standalone import evaluate_standalone, locate_eval_dir
 from opsd_sweep.run.rundir import RunDir, atomic_write_text, read_json
 from opsd_sweep.tiny import make_problem

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from opsd_sweep.evaluate.generate import HFEngine, Job, Sampling, Shard
+from opsd_sweep.evaluate.engine import Job, Sampling, Shard
+from opsd_sweep.evaluate.generate import HFEngine
 from opsd_sweep.tiny import build_tokenizer
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from opsd_sweep.evaluate.evaluator import merge_adapter
-from opsd_sweep.evaluate.generate import EngineSpec, HFEngine, Sampling, SeededSampler
+from opsd_sweep.evaluate.engine import EngineSpec, Sampling
+from opsd_sweep.evaluate.generate import HFEngine, SeededSampler
 from opsd_sweep.evaluate.shards import plan_shards
 from opsd_sweep.tiny import build_tokenizer
 

@@ -1,7 +1,7 @@
 """The grader in every run's identity (issue 51): eval.json names the grader that graded it; a run graded by another
 grader (faked here by editing its record) enters no statistic, and the summary names both graders and the fix;
 `python -m opsd_sweep.evaluate regrade` grades its stored completions again on CPU and keeps the old scores.
-Runs are hand-built (benchmarks/rundirs.py, tests/premises.fix_outcomes): every grade is fixed by construction."""
+Runs are hand-built (opsd_sweep/testing/rundirs.py, tests/premises.fix_outcomes): every grade is fixed by construction."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.rundirs import draw_correct, write_run
-from opsd_sweep.evaluate.grade import grader_identity
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.testing.rundirs import draw_correct, write_run
+from opsd_sweep.scoring.grade import grader_identity
+from opsd_sweep.scoring.metrics import compute_metrics
 from opsd_sweep.evaluate.regrade import main as regrade_main
 from opsd_sweep.evaluate.standalone import evaluate_standalone, locate_eval_dir
 from opsd_sweep.run.identity import grader_label

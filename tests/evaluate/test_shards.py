@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from opsd_sweep.evaluate.generate import EngineSpec, Sample, Sampling
+from opsd_sweep.evaluate.engine import EngineSpec, Sample, Sampling
 from opsd_sweep.evaluate.runner import engine_groups
 from opsd_sweep.evaluate.shards import ShardStore, fingerprint, plan_shards
 

@@ -12,7 +12,7 @@ import pytest
 from statsmodels.stats.power import TTestPower
 
 from benchmarks.decision_validity import deltas
-from benchmarks.rundirs import draw_correct, write_run
+from opsd_sweep.testing.rundirs import draw_correct, write_run
 from opsd_sweep.costs.decision_designs import SamplePolicy, fixed_grid, grid_runs
 from opsd_sweep.costs.decision_model import DifficultyModel, Sweep, World, measured_cost_model, published_by_correctness
 from opsd_sweep.inference import stats

@@ -11,7 +11,7 @@ import pytest
 from opsd_sweep.config import ConfigError, SimulateOffset, load_run_config
 from opsd_sweep.run.keys import semantic_dict
 from opsd_sweep.cycle import locate_run, run_cycle
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.scoring.metrics import compute_metrics
 from opsd_sweep.run.keys import run_key
 from opsd_sweep.simulate import draw_correct_counts, problem_difficulties, simulate_run, solve_rates, true_score
 from tests.conftest import compose

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opsd_sweep.evaluate.grade import grader_identity
+from opsd_sweep.scoring.grade import grader_identity
 from opsd_sweep.summarize.collect import collect
 from opsd_sweep.run.identity import EVALUATOR_VERSIONS, evaluation_problem
 from tests.conftest import run_sweep

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.scoring.metrics import compute_metrics
 from opsd_sweep.run.rundir import atomic_write_json
 from opsd_sweep.summarize.caps import console_line, summary_section
 from opsd_sweep.summarize.collect import collect, eval_cap_frac, rollout_cap_frac
-from benchmarks.rundirs import base_run, write_run
+from opsd_sweep.testing.rundirs import base_run, write_run
 
 THINKING = "student_thinking=True rollout_max_tokens=1024"
 SHORT_CAP = "student_thinking=False rollout_max_tokens=512"

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from opsd_sweep.summarize.collect import collect, read_external
-from opsd_sweep.evaluate.metrics import pass_at_k
+from opsd_sweep.scoring.metrics import pass_at_k
 from opsd_sweep.inference import stats
 from opsd_sweep.run.record import RunRecord
 from opsd_sweep.run.rundir import RunDir
-from benchmarks.rundirs import base_run, draw_correct, write_run
+from opsd_sweep.testing.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.linspace(-2.5, 2.5, 10)
 

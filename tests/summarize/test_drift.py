@@ -1,6 +1,6 @@
 """The reasoning-style drift signal (issue 51): uncertainty / self-check markers per 1,000 eval tokens from the
 stored completions, beside the mean length and the cap-hit share, in runs.csv and against the baseline in
-summary.md. Hand-built runs (benchmarks/rundirs.py, tests/premises.fix_outcomes) with hand-written completions."""
+summary.md. Hand-built runs (opsd_sweep/testing/rundirs.py, tests/premises.fix_outcomes) with hand-written completions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.rundirs import write_run
+from opsd_sweep.testing.rundirs import write_run
 from opsd_sweep.summarize.drift import count_markers, marker_pattern
 from opsd_sweep.summary import main as summary_main
 from tests.premises import fix_outcomes

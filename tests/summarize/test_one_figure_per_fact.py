@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.rundirs import base_run, draw_correct, write_run
+from opsd_sweep.testing.rundirs import base_run, draw_correct, write_run
 from opsd_sweep.summarize.collect import collect
 from opsd_sweep.summarize.config_stats import analyse
 from opsd_sweep.summary import main, parse_args

@@ -11,7 +11,7 @@ from scipy import stats as sps
 
 from opsd_sweep.summarize.settings import load_settings
 from opsd_sweep.summary import main
-from benchmarks.rundirs import draw_correct, write_run
+from opsd_sweep.testing.rundirs import draw_correct, write_run
 
 DIFFICULTY = np.random.default_rng(0).normal(0.0, 1.5, 30)
 SEED_SHIFT = dict(enumerate(np.random.default_rng(7).normal(0.0, 0.5, 12), start=1))  # what a seed does to any config

@@ -27,7 +27,7 @@ def test_a_knob_with_two_values_is_drawn_as_points_and_three_as_a_line(tmp_path,
     from opsd_sweep.summarize.collect import collect
     from opsd_sweep.summarize.config_stats import analyse
     from opsd_sweep.summary import parse_args
-    from benchmarks.rundirs import draw_correct, write_run
+    from opsd_sweep.testing.rundirs import draw_correct, write_run
 
     drawn = {}
     monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.__setitem__(path.name, fig))

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.rundirs import base_run, draw_correct, write_run
+from opsd_sweep.testing.rundirs import base_run, draw_correct, write_run
 from opsd_sweep.summary import main
 
 TUNING = np.random.default_rng(0).normal(0.0, 1.5, 30)

@@ -16,7 +16,7 @@ import pytest
 
 from opsd_sweep.summarize.collapses import console_line
 from opsd_sweep.summarize.collect import collect
-from benchmarks.rundirs import base_run, draw_correct, write_run
+from opsd_sweep.testing.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.linspace(-2.5, 2.5, 10)
 K = 4

@@ -74,11 +74,11 @@ def test_summary_md_says_which_k_each_run_used_and_gives_no_larger_k_advice_acro
     assert summary["k"].astype(str).tolist() == [f"{ks[0]}-{ks[-1]}"]
 
 
-# --- the seeds advice says what summary.md's sections say (real run dirs, benchmarks.rundirs) -----------------
+# --- the seeds advice says what summary.md's sections say (real run dirs, opsd_sweep.testing.rundirs) -----------------
 
 def rundir_sweep(group, seeds, shifts=(0.0, 0.4, 0.2)) -> None:
     """lr 5e-06, 1e-05, 2e-05 (run-wide logit shifts `shifts`), `seeds` each, avg@8 on 30 problems."""
-    from benchmarks.rundirs import draw_correct, write_run
+    from opsd_sweep.testing.rundirs import draw_correct, write_run
 
     rng = np.random.default_rng(0)
     difficulty = rng.normal(0, 1.5, 30)

@@ -10,7 +10,7 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower, TTestIndPower
 
-from opsd_sweep.evaluate.metrics import pass_at_k
+from opsd_sweep.scoring.metrics import pass_at_k
 from opsd_sweep.inference import stats as S
 
 # --- one config ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from opsd_sweep.summarize.config_stats import analyse, phase_costs
 from opsd_sweep.summarize.report import samples_cost_statement
 from opsd_sweep.config import AnchorConfig
 from opsd_sweep.summary import main, parse_args
-from benchmarks.rundirs import base_run, draw_correct, write_run
+from opsd_sweep.testing.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.random.default_rng(0).normal(0.0, 1.5, 30)
 EFFECTS = {5e-6: 0.0, 1e-5: 1.2, 2e-5: 0.0}  # logit shifts: 1e-5 is ~+25 points better, 2e-5 equal

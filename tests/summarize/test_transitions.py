@@ -11,7 +11,7 @@ from opsd_sweep.summarize.collect import collect
 from opsd_sweep.summarize.transitions import (MAX_PANELS, classify, jitter, markdown_lines, mcnemar_exact,
                                               plot_transitions, transitions)
 from opsd_sweep.summary import main
-from benchmarks.rundirs import write_run
+from opsd_sweep.testing.rundirs import write_run
 
 K, SEEDS = 12, (1, 2)  # samples per problem per run (the config's eval.n_samples), runs per config
 BASELINE, BETTER, MIXED = 5e-6, 1e-5, 2e-5

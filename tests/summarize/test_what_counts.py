@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opsd_sweep.collapse import MARKER
+from opsd_sweep.run.collapse import MARKER
 from opsd_sweep.summarize.collect import collect
 from opsd_sweep.summarize.config_stats import analyse
 from opsd_sweep.summary import main, parse_args
-from benchmarks.rundirs import base_run, draw_correct, write_run
+from opsd_sweep.testing.rundirs import base_run, draw_correct, write_run
 
 DIFFICULTY = np.random.default_rng(0).normal(0.0, 1.5, 30)
 

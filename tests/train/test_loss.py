@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from benchmarks.loss_reference import reference
+from opsd_sweep.testing.loss_reference import reference
 from opsd_sweep.train.loss import LossSpec, _windows, diagnostics_dict, opsd_loss, opsd_loss_from_hidden
 
 B, T, V, H = 3, 6, 40, 16

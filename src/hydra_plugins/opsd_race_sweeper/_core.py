@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from hydra_plugins.opsd_local_gpus._grid import NOTHING_DONE, SweepConfigError, remove_empty_folders
 from hydra_plugins.opsd_race_sweeper._metric_scope import race_metric_problem
-from opsd_sweep.collapse import collapse_count
+from opsd_sweep.run.collapse import collapse_count
 from opsd_sweep.inference.arms import Anchor
 from opsd_sweep.race import RaceSettings, RaceSpec, RunRequest, RunResult, run_race
 from opsd_sweep.race.log import RaceLog

@@ -28,6 +28,6 @@ class RaceSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> Any:
-        from hydra_plugins.opsd_race_sweeper._core import race_sweep
+        from hydra_plugins.opsd_race_sweeper._core import race_sweep  # pandas, statsmodels: only when a race runs
 
         return race_sweep(self, arguments)

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from opsd_sweep.cli import check_overrides
 from opsd_sweep.confirm import looks, plan, report, seeds as seeds_advice
-from opsd_sweep.confirm.verdict import paired_difference, verdict, verdict_line
+from opsd_sweep.confirm.verdict import Difference, paired_difference, verdict, verdict_line
 from opsd_sweep.summarize.collect import collect
-from opsd_sweep.summarize.config_stats import analyse
+from opsd_sweep.summarize.config_stats import Analysis, analyse
 from opsd_sweep.summarize.races import declared_baseline_labels, find_race_logs, read_race
 from opsd_sweep import summary
 
@@ -73,7 +74,62 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"confirm: {err}") from None
 
 
+@dataclass
+class Plan:
+    """What a confirmation tests, chosen before any run: the two arms, their fresh seeds, the benchmarks each run
+    is scored on, and which look at this hypothesis it is (with the level that look is tested at)."""
+
+    results_dir: Path
+    roots: list[str]
+    settings: argparse.Namespace  # the summary's settings (metric, level, collapsed_score)
+    analysis: Analysis
+    chosen: str
+    baseline: str
+    chosen_how: str
+    arms: dict[str, plan.Arm]
+    advice: seeds_advice.SeedsAdvice | None
+    seeds: list[int]
+    seeds_how: str
+    largest: int  # the sweep's largest seed
+    locked: dict  # the locked benchmark's dataset fields
+    locked_name: str
+    seen: list[str]  # runs of the sweep that evaluated the locked benchmark
+    tuning: dict[str, dict]
+    suite: dict[str, dict]
+    tested: dict  # the hypothesis, as looks.py records it
+    history: list[dict]  # the earlier looks of confirm.json
+    look: int
+    level: float
+
+
+@dataclass
+class Scores:
+    """The arms' runs as they stand: each benchmark's paired difference and what is missing, stopped or failed."""
+
+    benchmarks: list[dict]
+    diffs: list[Difference]  # tuning, locked
+    missing: list[tuple[str, int, str]]  # (role, seed, benchmark)
+    stopped: dict[str, set[int]]  # seeds that stopped at their collapse, per arm
+    unfinished: list[str]
+    failed_runs: list[str]
+    unscored: list[str]  # collapsed runs with no score to count (no --collapsed-score)
+
+
 def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
+    chosen = choose(args)
+    announce(chosen, args.locked)
+    folders, failed = run_arms(chosen, args.report_only, passthrough)
+    scores = score(chosen, folders)
+    word, line, history = decide(chosen, scores, failed, args.report_only)
+    result = record(chosen, scores, word, line, history, args, folders, failed, passthrough)
+    report_to_console(chosen, scores, result, args.report_only)
+    # 1: the confirmation is not complete (as a failed launch), or a collapse with no score withholds its verdict
+    return 1 if failed or scores.unfinished or scores.unscored else 0
+
+
+def choose(args: argparse.Namespace) -> Plan:
+    """Read the sweep and choose: the config and the baseline, fresh seeds, the tuning and locked benchmarks, the
+    look. Raises ConfirmError before any run when the sweep does not allow a confirmation."""
     if args.seeds is not None:  # a declared count is refused before the sweep is read, not read as "the advice"
         plan.check_seed_count(args.seeds)
     results_dir = Path(args.results_dir)
@@ -98,9 +154,7 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     largest = plan.largest_seed(collection)
     seeds = plan.fresh_seeds(largest, count)
 
-    locked_overrides = args.locked.split()
-    locked = plan.locked_benchmark(locked_overrides, arms["config"].config)
-    seen = plan.runs_that_saw(locked, roots)
+    locked = plan.locked_benchmark(args.locked.split(), arms["config"].config)
     tuning = plan.tuning_benchmarks(arms["config"].config)
     if set(plan.tuning_benchmarks(arms["baseline"].config)) != set(tuning):
         raise plan.ConfirmError(f"the config {chosen!r} and the baseline {baseline!r} were evaluated on different "
@@ -109,96 +163,130 @@ def confirm(args: argparse.Namespace, passthrough: list[str]) -> int:
     tested = looks.hypothesis(chosen, baseline, plan.identity(locked), settings.metric)
     history = looks.earlier_looks(results_dir / "confirm.json")
     look = looks.look_number(history, tested, seeds)
-    level = looks.split_level(settings.level, look)  # the nominal level at a first look
-    shown = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 6 else str(seeds)
-    print(f"[confirm] fresh seeds {shown} per arm ({seeds_how}); the sweep's seeds go up to {largest}")
-    if seen:
-        print(f"[confirm] {args.locked} is not locked: {len(seen)} run(s) of this sweep evaluated {locked['name']}; "
-              "running it anyway, the verdict will say it is not from a locked benchmark")
-    else:
-        print(f"[confirm] {args.locked} ({locked['name']}) is locked: no run of the sweep evaluated it")
-    if look > 1:
-        print(looks.look_line(history, tested, seeds, look, settings.level, level))
+    return Plan(results_dir, roots, settings, analysis, chosen, baseline, chosen_how, arms, advice, seeds, seeds_how,
+                largest, locked, locked_name, plan.runs_that_saw(locked, roots), tuning, suite, tested, history, look,
+                level=looks.split_level(settings.level, look))  # the nominal level at a first look
 
+
+def announce(chosen: Plan, locked_overrides: str) -> None:
+    """The seeds, whether the locked benchmark is locked, and which look this is."""
+    seeds = chosen.seeds
+    shown = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 6 else str(seeds)
+    print(f"[confirm] fresh seeds {shown} per arm ({chosen.seeds_how}); the sweep's seeds go up to {chosen.largest}")
+    if chosen.seen:
+        print(f"[confirm] {locked_overrides} is not locked: {len(chosen.seen)} run(s) of this sweep evaluated "
+              f"{chosen.locked['name']}; running it anyway, the verdict will say it is not from a locked benchmark")
+    else:
+        print(f"[confirm] {locked_overrides} ({chosen.locked['name']}) is locked: no run of the sweep evaluated it")
+    if chosen.look > 1:
+        print(looks.look_line(chosen.history, chosen.tested, seeds, chosen.look, chosen.settings.level, chosen.level))
+
+
+def run_arms(chosen: Plan, report_only: bool, passthrough: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Run each arm's fresh seeds as a sweep (--report-only: none, and nothing is written beside the runs); the
+    folder of each arm's runs, and the arms whose launch failed."""
     folders, failed = {}, []
-    for role, arm in arms.items():
-        if not args.report_only:
+    for role, arm in chosen.arms.items():
+        if not report_only:
             plan.ensure_world(arm.config)
-        config, group = plan.overlay(arm, suite)
+        config, group = plan.overlay(arm, chosen.suite)
         folders[role] = str(Path(config["results_root"]) / group)
         config_dir = Path(config["results_root"]) / (Path(group).parent.as_posix()) / ".conf"
         name = f"confirm-{Path(group).name}"
-        if not args.report_only:  # --report-only runs nothing and writes nothing beside the runs
+        if not report_only:
             plan.write_overlay(config, config_dir, name)
-            if plan.run_arm(plan.arm_command(arm, config_dir, name, seeds, passthrough)) != 0:
+            if plan.run_arm(plan.arm_command(arm, config_dir, name, chosen.seeds, passthrough)) != 0:
                 failed.append(role)
+    return folders, failed
 
-    scores = {role: collect([folders[role]]) for role in arms}
+
+def score(chosen: Plan, folders: dict[str, str]) -> Scores:
+    """Each benchmark's config - baseline difference, paired by seed, from the runs that finished."""
+    settings, seeds = chosen.settings, chosen.seeds
+    scores = {role: collect([folders[role]]) for role in chosen.arms}
     benchmarks, diffs, missing = [], [], []
     stopped = {role: report.collapsed_seeds(c.runs, seeds) for role, c in scores.items()}  # finished, no score
-    for role_name, members in (("tuning", list(tuning)), ("locked", [locked_name])):
+    for role_name, members in (("tuning", list(chosen.tuning)), ("locked", [chosen.locked_name])):
         per_arm = {role: report.arm_scores(c.runs, c.samples, members, settings.metric, seeds,
                                            settings.collapsed_score) if not c.runs.empty
                    else {} for role, c in scores.items()}
         paired_seeds, x, y = report.paired(per_arm["config"], per_arm["baseline"])
-        diff = report.bounded(paired_difference(x, y, level), settings.metric)
+        diff = report.bounded(paired_difference(x, y, chosen.level), settings.metric)
         diffs.append(diff)
         benchmarks.append({"name": " + ".join(members), "role": role_name, "seeds": paired_seeds,
                            "config_scores": x.tolist(), "baseline_scores": y.tolist(), "difference": diff.as_dict()})
-        missing += [(role, s, " + ".join(members)) for role in arms for s in seeds
+        missing += [(role, s, " + ".join(members)) for role in chosen.arms for s in seeds
                     if s not in per_arm[role] and s not in stopped[role]]
-    unfinished = report.unfinished_runs(missing)  # a run is scored on every benchmark at once: count runs
-    failed_runs = [run for role, c in scores.items() for run in report.failed_runs(c.runs, role, seeds)]
-    unscored = [f"{role} seed {s}" for role in arms for s in sorted(stopped[role])] \
+    unscored = [f"{role} seed {s}" for role in chosen.arms for s in sorted(stopped[role])] \
         if settings.collapsed_score is None else []
-    if unscored:  # finished with no score: the pairs left would judge an arm on the seeds that did not collapse
-        word, line = None, report.collapsed_line(unscored, locked_name)
-    elif diffs[1].n == 0:  # no pair on the locked benchmark: no difference, so no verdict word
-        word, line = None, report.no_verdict_line(len(unfinished), 2 * len(seeds), args.report_only,
-                                                  locked_name, not seen, len(seen), failed_runs)
+    return Scores(benchmarks, diffs, missing, stopped,
+                  unfinished=report.unfinished_runs(missing),  # a run is scored on every benchmark at once: count runs
+                  failed_runs=[run for role, c in scores.items() for run in report.failed_runs(c.runs, role, seeds)],
+                  unscored=unscored)
+
+
+def decide(chosen: Plan, scores: Scores, failed: list[str], report_only: bool) -> tuple[str | None, str, list[dict]]:
+    """The verdict word (None: none can be given), its line, and the looks with this one recorded when it is
+    complete."""
+    locked, seen, settings = scores.diffs[1], chosen.seen, chosen.settings
+    if scores.unscored:  # finished with no score: the pairs left would judge an arm on the seeds that did not collapse
+        word, line = None, report.collapsed_line(scores.unscored, chosen.locked_name)
+    elif locked.n == 0:  # no pair on the locked benchmark: no difference, so no verdict word
+        word, line = None, report.no_verdict_line(len(scores.unfinished), 2 * len(chosen.seeds), report_only,
+                                                  chosen.locked_name, not seen, len(seen), scores.failed_runs)
     else:
-        word = verdict(diffs[1].paired_low, diffs[1].paired_high)  # the locked benchmark's
-        line = verdict_line(word, locked_name, diffs[1], not seen, len(seen), settings.metric)
-    complete = not (failed or unfinished)
+        word = verdict(locked.paired_low, locked.paired_high)  # the locked benchmark's
+        line = verdict_line(word, chosen.locked_name, locked, not seen, len(seen), settings.metric)
+    complete = not (failed or scores.unfinished)
+    history, look = chosen.history, chosen.look
     if word is not None and look > 1:
         line += f"; look {look} at this confirmation, so a Bonferroni level (alpha {1 - settings.level:.3g} / {look})"
     if word is not None and complete:  # a verdict on every planned seed: a look the next one must count
-        history = looks.recorded(history, tested, seeds, word, level, settings.level)
+        history = looks.recorded(history, chosen.tested, chosen.seeds, word, chosen.level, settings.level)
     if word is not None and not complete:  # pairs from part of the planned seeds: a look, not the verdict
-        word, line = report.interim(word, line, diffs[1].n, len(seeds))
-    result = {"verdict": word, "verdict_line": line, "complete": complete, "from_locked_benchmark": not seen,
-              "metric": settings.metric,
-              "level": level, "nominal_level": settings.level, "look": look, "looks": history,
-              "plan": {"results_dir": str(results_dir), "config": chosen, "baseline": baseline,
-                       "chosen_how": chosen_how,
-                       "baseline_how": analysis.baseline_how, "seeds": seeds, "seeds_how": seeds_how,
-                       "seeds_advice": advice.as_dict() if advice else None,
-                       "largest_sweep_seed": largest, "folders": folders, "failed_launches": failed,
-                       "passthrough": passthrough},
-              "locked": {"overrides": args.locked, "name": locked_name, "identity": plan.identity(locked),
-                         "locked": not seen, "seen_runs": len(seen), "examples": seen[:3]},
-              "sweep_estimate": {**arms["config"].sweep_estimate, "selected": True,
-                                 "note": "selected from the sweep's configs: optimistic (winner's curse)"},
-              "benchmarks": benchmarks, "unfinished_runs": unfinished, "failed_runs": failed_runs,
-              "collapsed_runs": [f"{role} seed {s}" for role in arms for s in sorted(stopped[role])],
-              "collapsed_score": settings.collapsed_score,
-              "missing": sorted({f"{role} seed {seed} on {bench}" for role, seed, bench in missing})}
-    md, js = report.write(result, results_dir)
-    for bench in (b for b in benchmarks if b["difference"]["n"]):  # a benchmark with no pair has nothing to show
+        word, line = report.interim(word, line, locked.n, len(chosen.seeds))
+    return word, line, history
+
+
+def record(chosen: Plan, scores: Scores, word: str | None, line: str, history: list[dict], args: argparse.Namespace,
+           folders: dict[str, str], failed: list[str], passthrough: list[str]) -> dict:
+    """confirm.json's content (confirm.md is written from it)."""
+    arms, seen = chosen.arms, chosen.seen
+    return {"verdict": word, "verdict_line": line, "complete": not (failed or scores.unfinished),
+            "from_locked_benchmark": not seen, "metric": chosen.settings.metric,
+            "level": chosen.level, "nominal_level": chosen.settings.level, "look": chosen.look, "looks": history,
+            "plan": {"results_dir": str(chosen.results_dir), "config": chosen.chosen, "baseline": chosen.baseline,
+                     "chosen_how": chosen.chosen_how,
+                     "baseline_how": chosen.analysis.baseline_how, "seeds": chosen.seeds, "seeds_how": chosen.seeds_how,
+                     "seeds_advice": chosen.advice.as_dict() if chosen.advice else None,
+                     "largest_sweep_seed": chosen.largest, "folders": folders, "failed_launches": failed,
+                     "passthrough": passthrough},
+            "locked": {"overrides": args.locked, "name": chosen.locked_name, "identity": plan.identity(chosen.locked),
+                       "locked": not seen, "seen_runs": len(seen), "examples": seen[:3]},
+            "sweep_estimate": {**arms["config"].sweep_estimate, "selected": True,
+                               "note": "selected from the sweep's configs: optimistic (winner's curse)"},
+            "benchmarks": scores.benchmarks, "unfinished_runs": scores.unfinished, "failed_runs": scores.failed_runs,
+            "collapsed_runs": [f"{role} seed {s}" for role in arms for s in sorted(scores.stopped[role])],
+            "collapsed_score": chosen.settings.collapsed_score,
+            "missing": sorted({f"{role} seed {seed} on {bench}" for role, seed, bench in scores.missing})}
+
+
+def report_to_console(chosen: Plan, scores: Scores, result: dict, report_only: bool) -> None:
+    """Write confirm.md and confirm.json, and say each benchmark's difference and the verdict line."""
+    md, js = report.write(result, chosen.results_dir)
+    for bench in (b for b in scores.benchmarks if b["difference"]["n"]):  # a benchmark with no pair: nothing to show
         d = bench["difference"]
-        print(f"[confirm] {bench['role']:6s} {bench['name']}: config - baseline = {report._f(d['delta'])} "
-              f"paired [{report._f(d['paired_low'])}, {report._f(d['paired_high'])}], Welch "
-              f"[{report._f(d['welch_low'])}, {report._f(d['welch_high'])}] over {d['n']} seed pair(s)")
-    est = arms["config"].sweep_estimate
-    print(f"[confirm] the sweep's own estimate (selected, optimistic): {report._f(est.get('delta_baseline'))} vs "
+        print(f"[confirm] {bench['role']:6s} {bench['name']}: config - baseline = {report.figure(d['delta'])} "
+              f"paired [{report.figure(d['paired_low'])}, {report.figure(d['paired_high'])}], Welch "
+              f"[{report.figure(d['welch_low'])}, {report.figure(d['welch_high'])}] over {d['n']} seed pair(s)")
+    est = chosen.arms["config"].sweep_estimate
+    print(f"[confirm] the sweep's own estimate (selected, optimistic): {report.figure(est.get('delta_baseline'))} vs "
           f"the baseline over {est.get('n')} seeds")
-    if unfinished and word is not None:
-        print(f"[confirm] {len(unfinished)} of {2 * len(seeds)} run(s) did not finish: "
-              f"{report.how_to_finish(args.report_only, failed_runs)}")
-    print(line)
+    if scores.unfinished and result["verdict"] is not None:
+        print(f"[confirm] {len(scores.unfinished)} of {2 * len(chosen.seeds)} run(s) did not finish: "
+              f"{report.how_to_finish(report_only, scores.failed_runs)}")
+    print(result["verdict_line"])
     print(f"wrote {md}, {js}")
-    # 1: the confirmation is not complete (as a failed launch), or a collapse with no score withholds its verdict
-    return 1 if failed or unfinished or unscored else 0
 
 
 if __name__ == "__main__":

@@ -23,10 +23,13 @@ import yaml
 from omegaconf import OmegaConf
 
 from opsd_sweep import CONF_DIR
+from opsd_sweep.config import TinyConfig
+from opsd_sweep.run.rundir import find_run_dirs
 from opsd_sweep.summarize.collect import Collection, is_base_model
 from opsd_sweep.summarize.config_stats import Analysis, configs_of
 from opsd_sweep.summarize.races import Race, labels_of_dirs
 from opsd_sweep.selector import select_config
+from opsd_sweep.tiny import ensure_tiny_assets
 
 CONFIRM_SUFFIX = "-confirm"  # <sweep group>-confirm: where a confirmation's runs go, never read as the sweep's
 DATASET_KEYS = ("name", "path", "split", "problem_field", "answer_field", "id_field")  # a benchmark's identity
@@ -233,8 +236,6 @@ def same_benchmark(a: dict, b: dict) -> bool:
 
 def runs_that_saw(benchmark: dict, roots: list[str]) -> list[str]:
     """Every run dir of the sweep (any state) whose eval, or a member of its eval suite, is `benchmark`."""
-    from opsd_sweep.run.rundir import find_run_dirs
-
     seen = []
     for run_dir in find_run_dirs(roots):
         try:
@@ -263,9 +264,6 @@ def ensure_world(arm_config: dict) -> None:
     pre-flight checks the suite's files."""
     if not arm_config.get("tiny"):
         return
-    from opsd_sweep.config import TinyConfig
-    from opsd_sweep.tiny import ensure_tiny_assets
-
     ensure_tiny_assets(OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TinyConfig), arm_config["tiny"])))
 
 

@@ -116,7 +116,8 @@ def interim(word: str, line: str, pairs: int, planned: int) -> tuple[str, str]:
     return f"{INTERIM}: {word}", f"{INTERIM} ({pairs} of {planned} planned seed pairs): {line}"
 
 
-def _f(value, fmt: str = "+.2f") -> str:
+def figure(value, fmt: str = "+.2f") -> str:
+    """A number as the report shows it; n/a for a missing one (None or nan)."""
     return "n/a" if value is None or value != value else format(value, fmt)
 
 
@@ -159,15 +160,15 @@ def markdown(result: dict) -> str:
               "Welch CI | p (Welch) | seed correlation |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for bench in result["benchmarks"]:
         d = bench["difference"]
-        lines.append(f"| {bench['name']} | {bench['role']} | {d['n']} | {_f(d['config_mean'], '.2f')} | "
-                     f"{_f(d['baseline_mean'], '.2f')} | {_f(d['delta'])} | [{_f(d['paired_low'])}, "
-                     f"{_f(d['paired_high'])}] | {_f(d['paired_p'], '.3g')} | [{_f(d['welch_low'])}, "
-                     f"{_f(d['welch_high'])}] | {_f(d['welch_p'], '.3g')} | {_f(d['correlation'], '.2f')} |")
+        lines.append(f"| {bench['name']} | {bench['role']} | {d['n']} | {figure(d['config_mean'], '.2f')} | "
+                     f"{figure(d['baseline_mean'], '.2f')} | {figure(d['delta'])} | [{figure(d['paired_low'])}, "
+                     f"{figure(d['paired_high'])}] | {figure(d['paired_p'], '.3g')} | [{figure(d['welch_low'])}, "
+                     f"{figure(d['welch_high'])}] | {figure(d['welch_p'], '.3g')} | {figure(d['correlation'], '.2f')} |")
     lines += ["", "## The sweep's own estimate (selected: optimistic)", "",
-              f"In the sweep, {plan['config']!r} scored {_f(est.get('mean'), '.2f')} over {est.get('n')} seeds "
-              f"[{_f(est.get('ci_low'), '.2f')}, {_f(est.get('ci_high'), '.2f')}], "
-              f"{_f(est.get('delta_baseline'))} vs the baseline [{_f(est.get('baseline_low'))}, "
-              f"{_f(est.get('baseline_high'))}]. It was **selected** ({plan['chosen_how']}): the maximum of noisy "
+              f"In the sweep, {plan['config']!r} scored {figure(est.get('mean'), '.2f')} over {est.get('n')} seeds "
+              f"[{figure(est.get('ci_low'), '.2f')}, {figure(est.get('ci_high'), '.2f')}], "
+              f"{figure(est.get('delta_baseline'))} vs the baseline [{figure(est.get('baseline_low'))}, "
+              f"{figure(est.get('baseline_high'))}]. It was **selected** ({plan['chosen_how']}): the maximum of noisy "
               "estimates sits above its true value (winner's curse), so this number is optimistic; the fresh seeds "
               "above took no part in the choice.", "",
               "## How the verdict is read", "",

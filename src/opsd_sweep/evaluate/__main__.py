@@ -16,7 +16,7 @@ from opsd_sweep.interrupt import exit_code
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["compare"]:  # before Hydra, which would read its arguments as overrides
-        from opsd_sweep.evaluate.compare import main as compare_evaluations
+        from opsd_sweep.evaluate.compare import main as compare_evaluations  # statsmodels: ~4 s, only here
 
         compare_evaluations(args[1:])
     elif args[:1] == ["regrade"]:  # likewise before Hydra

@@ -16,17 +16,17 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
 from opsd_sweep.backends import prepare_vllm_process, resolve_backend
 from opsd_sweep.config import RunConfig
 from opsd_sweep.evaluate.datasets import Problem, load_problems
-from opsd_sweep.evaluate.generate import Engine, EngineSpec, Sample, Sampling
-from opsd_sweep.evaluate.grade import Grade, grade_many, grader_identity
-from opsd_sweep.evaluate.metrics import score_fields
+from opsd_sweep.evaluate.engine import Engine, EngineSpec, Sample, Sampling, Shard
 from opsd_sweep.evaluate.regrade import CannotRegrade, regrade_file
+from opsd_sweep.scoring.grade import Grade, grade_many, grader_identity
+from opsd_sweep.scoring.metrics import score_fields
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.evaluate.runner import engine_groups, run_plan, visible_gpus
 from opsd_sweep.evaluate.checkpoint_race import discard_partial, race_checkpoints, race_stages
@@ -167,6 +167,40 @@ def resolve_eval_backend(run: RunConfig, gpus: list[str]) -> RunConfig:
     return replace(run, eval=replace(run.eval, backend=backend))
 
 
+@dataclass
+class EvalPlan:
+    """What one evaluation call draws and scores, fixed before any engine starts."""
+
+    run: RunConfig  # eval.backend resolved
+    gpus: list[str]
+    problems: list[Problem]
+    prompts: list[list[int]]
+    spec: EngineSpec
+    sampling: SamplingPlan
+    samples: int  # scored per problem now (a race stage, or the plan's K)
+    counts: list[int]  # the samples scored now, per problem
+    shards: list[Shard]  # the shards that hold them
+    allocated: bool
+    merge: bool  # vllm serves the checkpoint merged into the base weights
+    evaluator: dict
+    fingerprint: str
+
+    @property
+    def ids(self) -> list[str]:
+        return [p.id for p in self.problems]
+
+
+@dataclass
+class Drawn:
+    """The samples of a plan, and what drawing them took."""
+
+    samples: dict[tuple[int, int], Sample]  # (problem, sample) -> its completion
+    engines: int
+    resumed_shards: int
+    generated: int  # samples drawn in this call (the others were on disk)
+    seconds: float
+
+
 def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
              attach: Callable[[EngineSpec], Engine] | None = None, samples: int | None = None,
              sampling: SamplingPlan | None = None) -> dict:
@@ -183,6 +217,48 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     spec.adapter_path as a LoRARequest).
     """
     wall_started = time.monotonic()
+    plan = plan_evaluation(run, checkpoint, eval_dir, sampling, samples)
+    existing = earlier_evaluation(plan, checkpoint, eval_dir)
+    if existing is not None and existing.get("n_samples", 0) >= plan.samples:
+        if (finished := finished_evaluation(plan, existing, eval_dir)) is not None:
+            return finished
+        existing = None  # its samples could not be graded again: every sample is drawn again
+    drawn = draw(plan, eval_dir, attach)
+    started = time.monotonic()
+    records = grade_samples(plan, drawn)
+    earlier = (existing or {}).get("timing", {})  # an earlier round of the race: its time counts too
+    timing = {"engines": drawn.engines, "engine": engine_label(attach is not None, plan.evaluator),
+              "resumed_shards": drawn.resumed_shards, "total_shards": len(plan.shards),
+              "generated_samples": earlier.get("generated_samples", 0) + drawn.generated,  # this plan's, all rounds
+              "generation_seconds": round(earlier.get("generation_seconds", 0) + drawn.seconds, 2),
+              "grading_seconds": round(earlier.get("grading_seconds", 0) + time.monotonic() - started, 2),
+              "wall_seconds": round(earlier.get("wall_seconds", 0) + time.monotonic() - wall_started, 2)}
+    return record_evaluation(plan, checkpoint, eval_dir, drawn, records, timing)
+
+
+def finished_evaluation(plan: EvalPlan, existing: dict, eval_dir: Path) -> dict | None:
+    """An eval.json that holds every sample of the plan: as it is, or graded again when another grader scored
+    it (its samples are today's plan's, so grading them is enough: evaluate/regrade.py); None when it cannot be."""
+    out = eval_dir / "eval.json"
+    if (why := grader_problem(existing)) is None:
+        print(f"[evaluate] {out} is up to date (plan {plan.fingerprint}, {existing['n_samples']} samples per "
+              "problem); nothing to do", flush=True)
+        return existing
+    e = plan.run.eval
+    try:
+        regrade_file(out, e.grade_timeout, e.grade_workers)
+    except CannotRegrade as err:
+        print(f"[evaluate] {err}; every sample is drawn again", flush=True)
+        return None
+    print(f"[evaluate] {out}: {why.split(';')[0]}: graded again from completions.jsonl, the old scores kept under "
+          "regraded_from", flush=True)
+    return read_json(out)
+
+
+def plan_evaluation(run: RunConfig, checkpoint: Path | None, eval_dir: Path, sampling: SamplingPlan | None,
+                    samples: int | None) -> EvalPlan:
+    """The backend, problems, prompts, engine spec and shards of this call; raises on a `samples` that is no
+    stage of the plan."""
     prepare_vllm_process(run.cache_dir)
     gpus = visible_gpus()
     run = resolve_eval_backend(run, gpus)
@@ -203,71 +279,76 @@ def evaluate(run: RunConfig, checkpoint: Path | None, eval_dir: Path,
     shards = plan_shards(ids, k, e.shard_size, run.seed, stages, counts if allocated else None)
     merge, check = serving_choice(run, checkpoint, eval_dir)
     evaluator = evaluator_identity(e.backend, checkpoint, merge, e.kv_cache_dtype, check)
-    plan = fingerprint(spec, evaluator, prompts, ids, k, e.shard_size, run.seed, stages,
-                       counts if allocated else None)
-    out = eval_dir / "eval.json"
-    existing = read_json_or_none(out)  # a torn or corrupted eval.json is written again
-    wrong = evaluator_problem(existing, checkpoint, merge) if isinstance(existing, dict) else None
+    fingerprinted = fingerprint(spec, evaluator, prompts, ids, k, e.shard_size, run.seed, stages,
+                                counts if allocated else None)
+    return EvalPlan(run, gpus, problems, prompts, spec, sampling, samples,
+                    counts=counts if allocated else [samples] * len(ids),
+                    shards=shards if allocated else shards_for(shards, samples), allocated=allocated,
+                    merge=merge, evaluator=evaluator, fingerprint=fingerprinted)
+
+
+def earlier_evaluation(plan: EvalPlan, checkpoint: Path | None, eval_dir: Path) -> dict | None:
+    """eval.json when it holds this plan's samples by this evaluator (perhaps fewer: an earlier round of the
+    race), else None; one by an evaluator since found wrong is dropped, a torn one is written again."""
+    existing = read_json_or_none(eval_dir / "eval.json")
+    wrong = evaluator_problem(existing, checkpoint, plan.merge) if isinstance(existing, dict) else None
     if wrong is not None:
         existing = drop_wrong_evaluation(eval_dir, wrong)
-    same_plan = (isinstance(existing, dict) and existing.get("fingerprint") == plan
-                 and isinstance(existing.get("evaluator"), dict) and without_grader(existing["evaluator"]) == evaluator)
-    if same_plan and existing.get("n_samples", 0) >= samples:
-        if (why := grader_problem(existing)) is None:
-            print(f"[evaluate] {out} is up to date (plan {plan}, {existing['n_samples']} samples per problem); "
-                  "nothing to do", flush=True)
-            return existing
-        try:  # its samples are today's plan's: grading them again is enough (evaluate/regrade.py)
-            regrade_file(out, e.grade_timeout, e.grade_workers)
-            print(f"[evaluate] {out}: {why.split(';')[0]}: graded again from completions.jsonl, the old scores "
-                  "kept under regraded_from", flush=True)
-            return read_json(out)
-        except CannotRegrade as err:
-            print(f"[evaluate] {err}; every sample is drawn again", flush=True)
-            same_plan = False
-    earlier = existing.get("timing", {}) if same_plan else {}  # an earlier round of the race: its time counts too
-    counts = counts if allocated else [samples] * len(ids)  # the samples scored now, per problem
-    shards = shards if allocated else shards_for(shards, samples)
-    groups = [gpus[:1]] if attach else engine_groups(e.backend, e.tensor_parallel_size, e.engines, gpus)
-    store = ShardStore(eval_dir / "shards", plan)
+    same_plan = (isinstance(existing, dict) and existing.get("fingerprint") == plan.fingerprint
+                 and isinstance(existing.get("evaluator"), dict)
+                 and without_grader(existing["evaluator"]) == plan.evaluator)  # graded another way: regrade
+    return existing if same_plan else None
+
+
+def draw(plan: EvalPlan, eval_dir: Path, attach: Callable[[EngineSpec], Engine] | None) -> Drawn:
+    """Draw the plan's shards that are not on disk yet (merging the adapter first where vllm serves it merged),
+    and read back every shard's samples."""
+    e = plan.run.eval
+    groups = [plan.gpus[:1]] if attach else engine_groups(e.backend, e.tensor_parallel_size, e.engines, plan.gpus)
+    store = ShardStore(eval_dir / "shards", plan.fingerprint)
     store.prepare()
-    serve_spec = spec
-    to_draw = sum(len(shard.jobs) for shard in shards if not store.done(shard.index))
-    pending = to_draw > 0
-    if pending and e.backend == "vllm" and spec.adapter_path is not None and merge:
-        serve_spec = merge_adapter(spec, eval_dir / MERGED_DIR)
+    serve_spec = plan.spec
+    to_draw = sum(len(shard.jobs) for shard in plan.shards if not store.done(shard.index))
+    if to_draw and e.backend == "vllm" and plan.spec.adapter_path is not None and plan.merge:
+        serve_spec = merge_adapter(plan.spec, eval_dir / MERGED_DIR)
     started = time.monotonic()
-    resumed = run_plan(serve_spec, prompts, shards, store, groups, desc=f"eval {e.name}", attach=attach)
-    generation_seconds = time.monotonic() - started
-    drawn = store.read(shards)
-    started = time.monotonic()
-    pairs = [(drawn[p, s].text, problem.answer) for p, problem in enumerate(problems) for s in range(counts[p])]
+    resumed = run_plan(serve_spec, plan.prompts, plan.shards, store, groups, desc=f"eval {e.name}", attach=attach)
+    seconds = time.monotonic() - started
+    return Drawn(store.read(plan.shards), len(groups), resumed, to_draw, seconds)
+
+
+def grade_samples(plan: EvalPlan, drawn: Drawn) -> list[dict]:
+    """Each problem's record with its samples graded."""
+    e = plan.run.eval
+    pairs = [(drawn.samples[p, s].text, problem.answer) for p, problem in enumerate(plan.problems)
+             for s in range(plan.counts[p])]
     grades = grade_many(pairs, e.grade_timeout, e.grade_workers)
-    records = problem_records(problems, counts, drawn, grades)
+    return problem_records(plan.problems, plan.counts, drawn.samples, grades)
+
+
+def record_evaluation(plan: EvalPlan, checkpoint: Path | None, eval_dir: Path, drawn: Drawn, records: list[dict],
+                      timing: dict) -> dict:
+    """Write eval.json (and completions.jsonl) from the graded records; return eval.json's content."""
+    run, e = plan.run, plan.run.eval
     result = {
-        "dataset": e.name, "n_problems": len(problems), "n_samples": samples,
+        "dataset": e.name, "n_problems": len(plan.problems), "n_samples": plan.samples,
         "sampling": {"temperature": e.temperature, "top_p": e.top_p, "top_k": e.top_k,
                      "max_tokens": e.max_new_tokens, "thinking": e.thinking},
         "model": run.model.name, "checkpoint": str(checkpoint) if checkpoint else None, "backend": e.backend,
-        "seed": run.seed, "fingerprint": plan, "created_at": utc_now(),
-        "evaluator": evaluator | {"grader": grader_identity()},  # the grader is no part of the plan (without_grader)
+        "seed": run.seed, "fingerprint": plan.fingerprint, "created_at": utc_now(),
+        "evaluator": plan.evaluator | {"grader": grader_identity()},  # the grader is no part of the plan (without_grader)
         "checkpoint_identity": content_identity(checkpoint) if checkpoint else None,
-        "timing": {"engines": len(groups), "engine": engine_label(attach is not None, evaluator),
-                   "resumed_shards": resumed, "total_shards": len(shards),
-                   "generated_samples": earlier.get("generated_samples", 0) + to_draw,  # this plan's, all rounds
-                   "generation_seconds": round(earlier.get("generation_seconds", 0) + generation_seconds, 2),
-                   "grading_seconds": round(earlier.get("grading_seconds", 0) + time.monotonic() - started, 2),
-                   "wall_seconds": round(earlier.get("wall_seconds", 0) + time.monotonic() - wall_started, 2)},
-        **sampling.eval_record(),
-        **({"samples_per_problem": dict(zip(ids, counts))} if allocated else {}),
+        "timing": timing,
+        **plan.sampling.eval_record(),
+        **({"samples_per_problem": dict(zip(plan.ids, plan.counts))} if plan.allocated else {}),
         # an eval suite keeps each benchmark's metrics too; its metrics (and pooled) are over all problems
         **score_fields(records, suite=e.suite is not None), "problems": records,
     }
-    texts = "".join(json.dumps({"id": problems[p].id, "sample": s, "text": drawn[p, s].text}) + "\n"
-                    for p in range(len(problems)) for s in range(counts[p]))
+    texts = "".join(json.dumps({"id": plan.problems[p].id, "sample": s, "text": drawn.samples[p, s].text}) + "\n"
+                    for p in range(len(plan.problems)) for s in range(plan.counts[p]))
     atomic_write_text(eval_dir / "completions.jsonl", texts)
-    atomic_write_json(out, result)
-    if samples == k:  # the whole plan is scored: nothing is left to draw
+    atomic_write_json(eval_dir / "eval.json", result)
+    if plan.samples == plan.sampling.k:  # the whole plan is scored: nothing is left to draw
         discard_partial(eval_dir)
     return result
 

@@ -1,4 +1,4 @@
-"""Generation for evaluation: one engine interface, two backends.
+"""Generation for evaluation: the engine interface (engine.py), two backends.
 
 An engine pulls shards (groups of (problem, sample) jobs) from a feed, generates them and hands each
 finished shard back, reporting progress per finished sample:
@@ -6,96 +6,33 @@ finished shard back, reporting progress per finished sample:
     engine.serve(prompts, feed, finish, progress)
 
 `hf` (here) fills each transformers `generate` call with up to eval.batch_size jobs, from as many
-shards as that takes; `vllm` (vllm_engine.py, imported only when chosen) keeps many shards in flight
-with continuous batching. Both draw every sample from its own Job.seed, so a sample does not depend on
-the sharding, the number of engines or a resume (hf: nor on its batch mates, as far as the batched
-kernels give its row the same logits; see SeededSampler). This module imports neither
-transformers nor the project config at import time, so benchmarks can use HFEngine on bare machines.
+shards as that takes; `vllm` (vllm_engine.py, which imports vllm only when an engine starts) keeps many
+shards in flight with continuous batching. Both draw every sample from its own Job.seed, so a sample does
+not depend on the sharding, the number of engines or a resume (hf: nor on its batch mates, as far as the
+batched kernels give its row the same logits; see SeededSampler). This module imports no transformers at
+import time, so benchmarks can import HFEngine without paying for it.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from itertools import islice
-from typing import Protocol
 
-
-@dataclass(frozen=True)
-class Sampling:
-    temperature: float   # 0 = greedy
-    top_p: float
-    top_k: int           # <= 0: off
-    max_new_tokens: int
-    min_new_tokens: int  # 0 in evaluation; benchmarks force fixed lengths with min = max
-
-
-@dataclass(frozen=True)
-class Job:
-    problem: int  # index into the prompt list
-    sample: int   # sample number within the problem
-    seed: int     # per-sample seed: both backends draw the sample from it
-    length: int | None = None  # benchmarks force this completion length (vllm only); evaluation leaves it None
-
-
-@dataclass(frozen=True)
-class Shard:
-    index: int
-    seed: int               # read by no backend since hf seeds per job (plan_shards still sets it)
-    jobs: tuple[Job, ...]
-
-
-@dataclass(frozen=True)
-class Sample:
-    text: str
-    n_tokens: int        # completion tokens, the EOS token included when generated
-    finish_reason: str   # "stop" (EOS) | "length" (hit max_new_tokens)
-
-
-@dataclass(frozen=True)
-class EngineSpec:
-    """Everything an engine process needs to start (picklable: it crosses to spawned processes)."""
-
-    backend: str                  # hf | vllm
-    model_path: str               # base model dir / hub id, or a merged / full checkpoint dir
-    tokenizer_path: str
-    adapter_path: str | None      # PEFT adapter served on top of model_path (None: plain weights)
-    dtype: str
-    attn_implementation: str      # hf
-    sampling: Sampling
-    batch_size: int               # hf: sequences per generate call
-    max_num_seqs: int             # vllm: sequences one engine decodes at once
-    max_in_flight: int            # sequences one engine takes at once (balances engines; hf: caps its batch)
-    hf_cache: str                 # hf: dynamic | static
-    tensor_parallel_size: int     # vllm
-    gpu_memory_utilization: float  # vllm
-    max_model_len: int            # vllm
-    seed: int                     # engine-level seed
-    kv_cache_dtype: str = "auto"  # vllm: auto (the model's dtype) | fp8 (eval.kv_cache_dtype)
-
-
-Feed = Callable[[], "Shard | None"]
-Finish = Callable[[Shard, list[Sample]], None]
-Progress = Callable[[int], None]
-
-
-class Engine(Protocol):
-    def serve(self, prompts: Sequence[list[int]], feed: Feed, finish: Finish, progress: Progress) -> None:
-        """Generate every shard `feed` yields (until it yields None) and `finish` each one."""
+from opsd_sweep.config import ModelConfig
+from opsd_sweep.evaluate.engine import Engine, EngineSpec, Feed, Finish, Job, Progress, Sample, Sampling, Shard
+from opsd_sweep.evaluate.vllm_engine import VLLMEngine
+from opsd_sweep.modeling import load_model
+from opsd_sweep.worker import warm
 
 
 def open_engine(spec: EngineSpec, device: str) -> Engine:
     """Start the engine the spec names on `device` ("cpu" or "cuda"; vllm always uses the visible GPUs)."""
-    from opsd_sweep.worker import warm
-
     if spec.backend == "hf":
         if device == "cuda" and warm.kept("rollout_engine") is not None:
             raise warm.NeedsFreshProcess("this evaluation loads a model onto the GPU that the kept vLLM engine holds")
         return HFEngine.from_spec(spec, device)
     if spec.backend == "vllm":
-        from opsd_sweep.evaluate.vllm_engine import VLLMEngine
-
         return VLLMEngine(spec)
     raise ValueError(f"eval.backend={spec.backend!r} is not one of ['hf', 'vllm']")
 
@@ -123,9 +60,6 @@ class HFEngine:
     @classmethod
     def from_spec(cls, spec: EngineSpec, device: str) -> HFEngine:
         from transformers import AutoTokenizer
-
-        from opsd_sweep.config import ModelConfig
-        from opsd_sweep.modeling import load_model
 
         model = load_model(ModelConfig(name=spec.model_path, path=spec.model_path, dtype=spec.dtype,
                                        attn_implementation=spec.attn_implementation))

@@ -3,7 +3,7 @@
 RESULTS is a results root, a group dir or a run dir (anything the summary reads). Every eval.json of each run
 (eval/eval.json and, with eval.checkpoints=all or race, eval/checkpoint-*/eval.json) whose evaluator record names
 another grader than today's, or none (run.identity.grader_problem), is graded again from the completions.jsonl
-beside it: each sample's pred, correct and formatted, the metrics (evaluate/metrics.py, as the evaluator computes
+beside it: each sample's pred, correct and formatted, the metrics (scoring/metrics.py, as the evaluator computes
 them) and the grader in its evaluator record. Nothing is generated and no GPU is used.
 
 The old scores are kept in the same file, under `regraded_from` (a list, oldest first): the grader they came from,
@@ -20,8 +20,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from opsd_sweep.evaluate.grade import grade_many, grader_identity
-from opsd_sweep.evaluate.metrics import score_fields
+from opsd_sweep.scoring.grade import grade_many, grader_identity
+from opsd_sweep.scoring.metrics import score_fields
 from opsd_sweep.run.identity import grader_label, grader_problem, recorded_grader
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, find_run_dirs, read_json, utc_now
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from opsd_sweep.evaluate.generate import Engine, EngineSpec, Shard, open_engine
+from opsd_sweep.evaluate.engine import Engine, EngineSpec, Shard
+from opsd_sweep.evaluate.generate import open_engine
 from opsd_sweep.evaluate.shards import ShardStore
 
 

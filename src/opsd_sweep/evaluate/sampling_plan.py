@@ -8,7 +8,7 @@
 - eval.allocation=neyman: per-problem counts from a pilot that is not the run itself (the same pool): the pooled
   solve rates (design.shrunk_rates) and per-sample GPU-seconds from the pilot's token counts, allocated by
   design.neyman_allocation at the GPU cost of K samples of every problem; the score is then design's
-  stratified score (evaluate/metrics.py). Without a pilot: K of every problem, and the reason says so.
+  stratified score (scoring/metrics.py). Without a pilot: K of every problem, and the reason says so.
 
 The plan is written once to the run dir (sampling_plan.json) and reused on resume; the run key holds the
 declared settings (eval.n_samples=auto, eval.auto_k, eval.allocation, eval.allocation_floor), never what they
@@ -161,7 +161,7 @@ class PoolRun:
     @property
     def score(self):
         """design.StratifiedScore: the run's score (fraction) and its eval-sampling variance."""
-        from opsd_sweep.inference import design
+        from opsd_sweep.inference import design  # statsmodels: see choose_k
 
         return design.stratified_score(self.correct, self.samples)
 
@@ -282,7 +282,7 @@ def allocate(pool: list[PoolRun], k: int, floor: int) -> tuple[dict[str, int] | 
     """(counts by problem id or None, eval.json's allocation record). The pilot is the pool's runs that scored the
     problems of its newest run; rates and per-sample costs are pooled over them; the budget is the GPU cost of k
     samples of every problem. Without a pilot: None (k of every problem) and the reason."""
-    from opsd_sweep.inference import design
+    from opsd_sweep.inference import design  # statsmodels: see choose_k
 
     record = {"kind": "neyman", "floor": floor, "k": k}
     if not pool:

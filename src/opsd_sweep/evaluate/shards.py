@@ -14,7 +14,7 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from opsd_sweep.evaluate.generate import EngineSpec, Job, Sample, Shard
+from opsd_sweep.evaluate.engine import EngineSpec, Job, Sample, Shard
 from opsd_sweep.run.identity import content_identity
 from opsd_sweep.run.rundir import atomic_write_json, read_json
 

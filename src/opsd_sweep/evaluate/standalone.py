@@ -32,7 +32,7 @@ from opsd_sweep.run.keys import EVAL_ONLY, eval_inputs, eval_key
 from opsd_sweep.run.record import RunRecord, UnreadableRun
 from opsd_sweep.run.rundir import RunDir, atomic_write_text, utc_now
 from opsd_sweep.run.takeover import Location, locate_dir, take_over_earlier
-from opsd_sweep.tiny import ensure_tiny_assets
+from opsd_sweep.tiny import ensure_tiny_assets, tiny_problems
 
 
 def locate_eval(run: RunConfig) -> Location:
@@ -51,8 +51,9 @@ def locate_eval_dir(run: RunConfig) -> tuple[str, RunDir]:
 
 
 def load_eval_config(cfg: DictConfig) -> RunConfig:
-    """load_run_config plus the model and eval sources checked (preflight); one ConfigError lists all."""
-    run = load_run_config(cfg, more_checks=(_one_checkpoint, _checkpoint_found,
+    """load_run_config plus the tiny world's settings and the model and eval sources checked (preflight); one
+    ConfigError lists all."""
+    run = load_run_config(cfg, more_checks=(_one_checkpoint, _checkpoint_found, tiny_problems,
                                             lambda run: preflight_problems(run, train=False)))
     if run.eval.checkpoint:
         run.eval.checkpoint = str(Path(run.eval.checkpoint).expanduser().absolute())

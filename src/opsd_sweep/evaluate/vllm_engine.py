@@ -15,7 +15,7 @@ from pathlib import Path
 
 from opsd_sweep.backends import prepare_vllm_process
 from opsd_sweep.worker import warm
-from opsd_sweep.evaluate.generate import EngineSpec, Feed, Finish, Job, Progress, Sample, Sampling, Shard
+from opsd_sweep.evaluate.engine import EngineSpec, Feed, Finish, Job, Progress, Sample, Sampling, Shard
 
 _lora_ids = itertools.count(1)
 

@@ -21,7 +21,7 @@ from opsd_sweep.inference.stats import Comparison, pooled_sd
 
 @dataclass(frozen=True)
 class ConfigSummary:
-    """One config's runs: scores (R,) of its scored runs, and its collapses (opsd_sweep.collapse).
+    """One config's runs: scores (R,) of its scored runs, and its collapses (opsd_sweep.run.collapse).
 
     `pool_scores`: the scores that enter the pooled run-to-run SD, those of runs that did not collapse (None:
     all of them). A collapsed run that trained on keeps its score here, as in the summary, but its spread says

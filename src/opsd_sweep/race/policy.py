@@ -27,7 +27,7 @@ Failed runs are replaced by fresh seeds; a config with max_failures failed race 
 are counted per phase: max_failures failed confirmation runs end that config's confirmation (no more fresh seeds),
 and the race's verdict stands: the winner stays the winner, judged on the runs that finished, its final row
 counting the failed confirmation runs (confirm_failed). A confirmation's failures never rewrite the race's verdict.
-A collapsed run (opsd_sweep.collapse) is a finding, not a failure: it counts as one of its config's seeds
+A collapsed run (opsd_sweep.run.collapse) is a finding, not a failure: it counts as one of its config's seeds
 and is not replaced. As in the summary, a run stopped at its collapse (train.stop_on_collapse) enters at the
 declared collapsed_score; with none declared it has no score, and its config leaves the race (judged on the
 seeds that did not collapse, a config that mostly collapses could win). A collapsed run keeps its score in
@@ -42,7 +42,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from opsd_sweep.collapse import collapse_count
+from opsd_sweep.run.collapse import collapse_count
 from opsd_sweep.inference.stats import t_interval, t_ppf, verdict, welch_vs_anchor
 from opsd_sweep.inference.verdicts import family_verdicts
 from opsd_sweep.race.compare import ConfigSummary, Pooled, compare

@@ -13,6 +13,8 @@ Read side:
     record.py    RunRecord: what one run dir means (state, today's scores or why not, collapse, one pass's
                  GPU-hours, counts_for_statistics with its reason); the summary, status and the race read
                  runs only through it
+    collapse.py  the collapse rule (a pure function of metrics.jsonl) that the trainer stops on and the
+                 record judges by, and the marker the trainer leaves when it stopped a run there
 
 A newcomer changing what identifies a run edits keys.py; what counts as a result, record.py.
 """

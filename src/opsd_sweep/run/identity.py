@@ -24,7 +24,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from opsd_sweep.evaluate.grade import grader_identity
+from opsd_sweep.scoring.grade import grader_identity
 
 SMALL_FILE_BYTES = 64 << 20  # files up to this size are hashed whole (configs, tokenizers, data tables)
 

@@ -28,9 +28,12 @@ from pathlib import Path
 import yaml
 
 from opsd_sweep.config import RunConfig, from_dict
-from opsd_sweep.evaluate.metrics import with_current_vote
+from opsd_sweep.scoring.metrics import with_current_vote
+from opsd_sweep.run import takeover
+from opsd_sweep.run.collapse import find_collapse, rule_of
 from opsd_sweep.run.identity import evaluation_problem, grader_problem
-from opsd_sweep.run.rundir import RunDir
+from opsd_sweep.run.keys import keying
+from opsd_sweep.run.rundir import RunDir, gpu_hours
 
 
 class UnreadableRun(ValueError):
@@ -39,7 +42,7 @@ class UnreadableRun(ValueError):
 
 @dataclass(frozen=True)
 class CollapseFinding:
-    """Whether a run collapsed by its config's rule (opsd_sweep.collapse). `judged` is False for a run that
+    """Whether a run collapsed by its config's rule (opsd_sweep.run.collapse). `judged` is False for a run that
     never reached the step where the rule can fire (fewer than early_steps + patience steps logged) and did
     not collapse: it is neither collapsed nor not; `why_not` says so."""
 
@@ -136,9 +139,6 @@ class RunRecord:
         today's when provably unchanged (run.takeover.known_inputs); None when unknown."""
         if self.recorded_inputs is not None:
             return self.recorded_inputs
-        from opsd_sweep.run import takeover
-        from opsd_sweep.run.keys import keying
-
         typed = self.typed_config()
         return None if typed is None else takeover.inputs_when_unchanged(self.run_dir, typed, *keying(self.kind))
 
@@ -167,8 +167,6 @@ class RunRecord:
 
     @cached_property
     def collapse(self) -> CollapseFinding:
-        from opsd_sweep.collapse import find_collapse
-
         stopped = self.status.get("collapse") if self.state == "collapsed" else None
         if isinstance(stopped, dict) and stopped.get("step") is not None:
             return CollapseFinding(int(stopped["step"]), stopped.get("reason"), judged=True, stopped=True)
@@ -246,8 +244,6 @@ def attempt_gpu_hours(status: dict) -> dict[str, float]:
     started it from scratch (not resumed from a checkpoint) to the last that ran it. A phase run again
     (an evaluation since found wrong, a forced rerun) counts once; a training resumed after a kill counts
     its parts. A status written before attempts were listed gives its totals (every attempt added up)."""
-    from opsd_sweep.run.rundir import gpu_hours
-
     attempts = status.get("attempt_log")
     if not isinstance(attempts, list) or not attempts:
         return gpu_hours(status)
@@ -263,8 +259,6 @@ def attempt_gpu_hours(status: dict) -> dict[str, float]:
 @functools.lru_cache(maxsize=64)
 def _rule(collapse_json: str):
     """The collapse rule of a config section (a schema merge, done once per distinct rule, not per run)."""
-    from opsd_sweep.collapse import rule_of
-
     return rule_of({"train": {"collapse": json.loads(collapse_json)}})
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from opsd_sweep.evaluate.checkpoint_race import correct_counts
-from opsd_sweep.evaluate.metrics import per_problem_mean
+from opsd_sweep.scoring.metrics import per_problem_mean
 from opsd_sweep.inference import stats
 from opsd_sweep.run.rundir import RunDir, read_json
 

@@ -1,5 +1,5 @@
 """Collapsed runs in the summary and the race report: per config, how many seeds collapsed and at which
-steps, by the rule the trainer stops on (opsd_sweep.collapse), applied to every run's metrics.jsonl."""
+steps, by the rule the trainer stops on (opsd_sweep.run.collapse), applied to every run's metrics.jsonl."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from opsd_sweep.collapse import collapse_count
+from opsd_sweep.run.collapse import collapse_count
 from opsd_sweep.run.record import CollapseFinding, RunRecord, UnreadableRun
 
 WITHHELD = "withheld"  # the verdict of a config judged only on its survivors
 
 RULE = ("a run collapsed at the first of `train.collapse.patience` steps in a row whose kl_true, rollout length "
-        "or truncation left the band of its first `early_steps` steps (train.collapse; src/opsd_sweep/collapse.py)")
+        "or truncation left the band of its first `early_steps` steps (train.collapse; src/opsd_sweep/run/collapse.py)")
 
 
 def collapse_columns(finding: CollapseFinding) -> dict:

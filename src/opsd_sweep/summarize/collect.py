@@ -19,7 +19,7 @@ import pandas as pd
 from opsd_sweep.summarize.checkpoints import step_of
 from opsd_sweep.summarize.collapses import collapse_columns
 from opsd_sweep.summarize.drift import drift_columns
-from opsd_sweep.summarize.metric_scope import problem_set
+from opsd_sweep.summarize.metric_scope import K_DEPENDENT, PASS_AT, problem_set
 from opsd_sweep.run.keys import NON_SEMANTIC_FIELDS, NON_SEMANTIC_SUBFIELDS
 from opsd_sweep.inference.design import stratified_score
 from opsd_sweep.run.identity import grader_of
@@ -232,8 +232,6 @@ def read_external(path: str, metric_hint: str = "avg_at_n") -> pd.DataFrame:
     Raises ValueError naming the file, the line and column, and the fix, for a file that cannot be read, a
     missing column or a metric cell that is not a number.
     """
-    from opsd_sweep.summarize.metric_scope import K_DEPENDENT, PASS_AT
-
     form = f"it needs `config` (a label), `run_id` and metric columns such as `{metric_hint}`"
     try:
         frame = pd.read_csv(path)

@@ -173,7 +173,7 @@ class Pool:
 def pool_runs(usable: pd.DataFrame, include: Sequence[str]) -> tuple[pd.DataFrame, dict[str, int]]:
     """The runs the pooled SD comes from: this pipeline's trained configs, plus the kinds in `include`;
     and the number of runs of each kind left out. Simulated runs count as this pipeline's when the sweep
-    has no real ones (the simulator's demo), else they stay out. A collapsed run (opsd_sweep.collapse) stays
+    has no real ones (the simulator's demo), else they stay out. A collapsed run (opsd_sweep.run.collapse) stays
     out: its score sits at the floor, so its spread says nothing about the run-to-run noise of a working config."""
     real = ~usable["external"] & ~usable["simulated"]
     kinds = {"external": usable["external"], "simulated": usable["simulated"] & bool(real.any()),

@@ -22,7 +22,7 @@ from opsd_sweep import CONF_DIR
 
 MARKERS_FILE = CONF_DIR / "drift_markers.yaml"
 RATE = "eval_markers_per_1k"  # runs.csv: markers per 1,000 eval tokens
-LENGTH = "mean_tokens"        # runs.csv: the evaluator's mean completion length (evaluate/metrics.py)
+LENGTH = "mean_tokens"        # runs.csv: the evaluator's mean completion length (scoring/metrics.py)
 CAP = "eval_cap_frac"         # runs.csv: the share of eval samples cut at eval.max_new_tokens (summarize/caps.py)
 
 

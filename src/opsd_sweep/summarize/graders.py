@@ -1,5 +1,5 @@
 """Which grader graded the runs. A run graded by another grader than today's (another math-verify, other grading
-rules of evaluate/grade.py, or none recorded) enters no statistic (run.identity.grader_problem, through
+rules of scoring/grade.py, or none recorded) enters no statistic (run.identity.grader_problem, through
 run.record.RunRecord.left_out), so no metric pools scores graded two ways; summary.md and the console name those
 runs' graders beside today's, and the command that grades their stored completions again on CPU."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from opsd_sweep.evaluate.grade import grader_identity
+from opsd_sweep.scoring.grade import grader_identity
 from opsd_sweep.run.identity import grader_label
 
 COMMAND = "python -m opsd_sweep.evaluate regrade"

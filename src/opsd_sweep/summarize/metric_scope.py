@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-# The metrics of evaluate/metrics.py whose expectation depends on the number of samples drawn (not just on k).
+# The metrics of scoring/metrics.py whose expectation depends on the number of samples drawn (not just on k).
 K_DEPENDENT = ("maj_at_n",)
 PASS_AT = re.compile(r"pass_at_(\d+)")
 FIX_AVG = "Compare on avg_at_n (the mean solve rate: the same quantity at any K and any per-problem counts)."

@@ -106,7 +106,7 @@ def _fresh_cache(engine: RolloutEngine) -> None:
 class VLLMRollout:
     def __init__(self, run: RunConfig, peft_model, eos_ids: list[int], device, rank: int, sleep: bool,
                  max_model_len: int | None, max_num_seqs: int):
-        _set_launcher_env(device)
+        set_launcher_env(device)
         from peft.tuners.lora import LoraLayer
 
         cfg = run.rollout
@@ -255,7 +255,7 @@ def _fused_count(names) -> int:
     return len(out)
 
 
-def _set_launcher_env(device) -> None:
+def set_launcher_env(device) -> None:
     """vLLM's external launcher reads the torch.distributed variables; `accelerate launch` sets them
     for several processes, a plain single-process run does not."""
     os.environ.setdefault("RANK", "0")

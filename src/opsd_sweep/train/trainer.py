@@ -21,15 +21,16 @@ from pathlib import Path
 
 import torch
 
-from opsd_sweep import collapse
 from opsd_sweep.config import RunConfig
 from opsd_sweep.data import DatasetUnavailableError, load_rows
 from opsd_sweep.evaluate.datasets import load_problems
 from opsd_sweep.evaluate.evaluator import engine_spec, evaluate_run, merge_adapter
 from opsd_sweep.evaluate.merge_check import MERGED_DIR, compare_logprobs, write_check
+from opsd_sweep.evaluate.vllm_engine import VLLMEngine
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.modeling import ModelUnavailableError, eos_token_ids, load_model, load_tokenizer
 from opsd_sweep.prompts import render_prompt_ids
+from opsd_sweep.run import collapse
 from opsd_sweep.run.rundir import RunDir, atomic_write_text
 from opsd_sweep.train import checkpoint
 from opsd_sweep.train.collate import collate
@@ -40,6 +41,7 @@ from opsd_sweep.train.profiling import profiled
 from opsd_sweep.backends import prepare_vllm_process, resolve_backend
 from opsd_sweep.train.engine_plan import plan_rollout_engine, training_step_bytes
 from opsd_sweep.train.rollout import HFRollout, Rollouts
+from opsd_sweep.train.rollout_vllm import VLLMRollout, kept_engine_bytes
 from opsd_sweep.train.schedule import make_scheduler
 from opsd_sweep.train.teacher import Teacher
 from opsd_sweep.train.timing import PhaseTimer, StepMemory
@@ -117,8 +119,6 @@ class OPSDTrainer:
         if self.backend == "hf":
             return HFRollout(self.run.rollout, self.peft_model, self.tokenizer.pad_token_id, self.eos_ids,
                              static_cache=acc.device.type == "cuda")
-        from opsd_sweep.train.rollout_vllm import VLLMRollout, kept_engine_bytes
-
         prepare_vllm_process(self.run.cache_dir)
         free, total = torch.cuda.mem_get_info(acc.device)
         free += kept_engine_bytes()  # a phase worker's engine from the last cycle: planned as if not started
@@ -374,8 +374,6 @@ class OPSDTrainer:
 
     def _eval_engine(self, spec):
         """The rollout engine holding the weights `spec` is served from (one call per checkpoint evaluated)."""
-        from opsd_sweep.evaluate.vllm_engine import VLLMEngine
-
         if spec.adapter_path is None:  # the evaluator merged the checkpoint into spec.model_path
             self.rollout.serve_model_dir(Path(spec.model_path))
         else:

@@ -18,6 +18,9 @@ import random
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
+from opsd_sweep.config import is_local_path
+from opsd_sweep.run.identity import path_identity
+
 _enabled = False
 _kept: dict[str, tuple[Hashable, Any]] = {}  # slot -> (key, object)
 
@@ -66,9 +69,6 @@ def model_identity(run) -> str:
     settings in the key say what it holds), is fingerprinted like any local dir: a sweep over tiny settings
     rebuilds the world at the same path. Cheap from the second cycle of a worker on: small files are hashed
     once per (path, size, mtime) in a process, large ones (weights over 64 MiB) never, only stat'ed."""
-    from opsd_sweep.config import is_local_path
-    from opsd_sweep.run.identity import path_identity
-
     return path_identity(run.model.path, is_local_path(run.model.path), tiny_dir=None)
 
 

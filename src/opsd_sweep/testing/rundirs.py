@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
-from benchmarks.run_config import composed_run_config
 from opsd_sweep.config import RunConfig, to_dict
-from opsd_sweep.evaluate.grade import grader_identity
-from opsd_sweep.evaluate.metrics import compute_metrics
+from opsd_sweep.scoring.grade import grader_identity
 from opsd_sweep.run.keys import run_key, run_slug, semantic_dict
 from opsd_sweep.run.rundir import RunDir, atomic_write_json, atomic_write_text
+from opsd_sweep.scoring.metrics import compute_metrics
+from opsd_sweep.testing.run_config import composed_run_config
 
 
 @lru_cache(maxsize=1)

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from opsd_sweep.evaluate.grade import Grade, answer_key, grade, grade_many, last_boxed
+from opsd_sweep.scoring.grade import Grade, answer_key, grade, grade_many, last_boxed
 
 TIMEOUT = 5
 

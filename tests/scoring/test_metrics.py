@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from opsd_sweep.evaluate.grade import answers_match, grade
-from opsd_sweep.evaluate.metrics import avg_at_n, compute_metrics, majority_at_n, pass_at_k, pass_at_k_curve
+from opsd_sweep.scoring.grade import answers_match, grade
+from opsd_sweep.scoring.metrics import avg_at_n, compute_metrics, majority_at_n, pass_at_k, pass_at_k_curve
 
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> float:

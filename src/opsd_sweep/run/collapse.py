@@ -78,13 +78,6 @@ def rule_of(config: dict) -> CollapseConfig:
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CollapseConfig), config["train"]["collapse"]))
 
 
-def collapse_of_run(run_dir: RunDir) -> Collapse | None:
-    """The collapse of a run by the rule its saved config names, from its metrics.jsonl (None: it did not
-    collapse, or has no training steps). Raises when config.yaml does not read or names no usable rule."""
-    steps = run_dir.training_steps()
-    return find_collapse(steps, rule_of(run_dir.read_config_dict())) if steps else None
-
-
 def collapse_count(judged: int, steps: list[int], not_judged: Sequence[str] = ()) -> str:
     """A config's collapses in the words of the summary and the race, over the seeds the rule could judge
     (`not_judged`: why each other seed could not be, e.g. 'failed before step 7'): 'collapsed in 2 of 2

@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from opsd_sweep.evaluate.grade import answer_key
+from opsd_sweep.scoring.grade import answer_key
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
