@@ -12,7 +12,7 @@ import pytest
 
 from opsd_sweep.evaluate import evaluator
 from opsd_sweep.evaluate.generate import HFEngine
-from opsd_sweep.evaluate.merge_check import MERGED_DIR, compare_logprobs, serve_merged, write_check
+from opsd_sweep.evaluate.merge_check import MERGED_DIR, compare_logprobs, failure, serve_merged, write_check
 from opsd_sweep.evaluate.vllm_engine import HEADROOM_BYTES, engine_share
 from opsd_sweep.run.identity import evaluation_problem
 from tests.evaluate.conftest import eval_run
@@ -32,6 +32,17 @@ def test_the_check_passes_on_the_mean_gap_and_reports_the_adapters_own_effect():
     assert not compare_logprobs(lora, merged, base, tolerance=0.005)["passed"]
     with pytest.raises(ValueError, match="same prompts and positions"):
         compare_logprobs(lora, [[-1.0, -2.0], [-0.5]], base, 0.02)
+
+
+def test_a_merge_that_lost_a_small_adapter_fails_within_the_tolerance():
+    """As on an H100 gpu-check (a 3-step adapter whose delta rounded away in bf16): merged weights that give the
+    base model's log-probs differ from the LoRARequest by all the adapter does, however small that is."""
+    lora, base = [[-1.0, -2.0]], [[-1.018, -2.018]]
+    lost = compare_logprobs(lora, base, base, tolerance=0.02)
+    assert lost["mean_abs_diff"] == pytest.approx(0.018) and not lost["passed"]  # within the tolerance of 0.02
+    assert "lost the adapter" in failure(lost, 0.02)
+    kept = compare_logprobs(lora, [[-1.002, -2.002]], base, tolerance=0.02)  # a ninth of the adapter's effect
+    assert kept["passed"] and failure(kept, 0.02) is None
 
 
 @pytest.fixture
@@ -88,7 +99,11 @@ def test_a_failed_or_stale_check_falls_back_to_the_lora_request(checked_run):
     assert not merged and "merge check failed" in why
     write_check(eval_dir, checkpoint, compare_logprobs([[-1.0]], [[-1.001]], [[-2.0]], tolerance))
     assert serve_merged(True, "vllm", checkpoint, eval_dir, tolerance)[0]
-    assert not serve_merged(True, "vllm", checkpoint, eval_dir, tolerance / 10)[0]  # checked at a looser tolerance
+    merged, why, _ = serve_merged(True, "vllm", checkpoint, eval_dir, tolerance / 10)
+    assert not merged and "looser tolerance" in why  # checked at a looser tolerance
+    write_check(eval_dir, checkpoint, compare_logprobs([[-1.0]], [[-1.01]], [[-1.02]], tolerance))
+    merged, why, _ = serve_merged(True, "vllm", checkpoint, eval_dir, tolerance)
+    assert not merged and "lost the adapter" in why
     assert not serve_merged(False, "vllm", checkpoint, eval_dir, tolerance)[0]  # eval.merge_check=false
     assert not serve_merged(True, "hf", checkpoint, eval_dir, tolerance)[0]
     write_adapter(checkpoint, 1, run.model.path)  # the checkpoint rewritten since it was checked

@@ -25,7 +25,7 @@ from opsd_sweep.config import RunConfig
 from opsd_sweep.data import DatasetUnavailableError, load_rows
 from opsd_sweep.evaluate.datasets import load_problems
 from opsd_sweep.evaluate.evaluator import engine_spec, evaluate_run, merge_adapter
-from opsd_sweep.evaluate.merge_check import MERGED_DIR, compare_logprobs, write_check
+from opsd_sweep.evaluate.merge_check import MERGED_DIR, compare_logprobs, failure, write_check
 from opsd_sweep.evaluate.vllm_engine import VLLMEngine
 from opsd_sweep.evaluate.prompts import render_eval_prompts
 from opsd_sweep.modeling import ModelUnavailableError, eos_token_ids, load_model, load_tokenizer
@@ -369,8 +369,8 @@ class OPSDTrainer:
         write_check(self.run_dir.eval_dir, final, figures)
         print(f"[train] merge check of {final.name}: mean |Δ log p| merged vs LoRARequest {figures['mean_abs_diff']} "
               f"(max {figures['max_abs_diff']}) over {figures['positions']} positions of {figures['prompts']} eval "
-              f"prompts, tolerance {e.merge_tolerance}: {'passed' if figures['passed'] else 'FAILED'}; the adapter "
-              f"itself moves them {figures['adapter_mean_abs_effect']}", flush=True)
+              f"prompts, tolerance {e.merge_tolerance}; the adapter itself moves them {figures['adapter_mean_abs_effect']}: "
+              f"{'passed' if figures['passed'] else 'FAILED, ' + failure(figures, e.merge_tolerance)}", flush=True)
 
     def _eval_engine(self, spec):
         """The rollout engine holding the weights `spec` is served from (one call per checkpoint evaluated)."""
