@@ -32,6 +32,8 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from opsd_sweep.inference.stats import smallest_enough
+
 # The published eval-sampling noise (docs/statistics.md; /work/shared/reference/statistics.md): the SD of avg@12 on
 # AIME24's 30 problems is ~1.5-2.2 points, ~1.8 in the calibration simulation.
 PUBLISHED_EVAL_SD, PUBLISHED_EVAL_SD_BAND, PUBLISHED_K, PUBLISHED_PROBLEMS = 1.8, (1.5, 2.2), 12, 30
@@ -132,15 +134,7 @@ def samples_needed(noise: PairedNoise, margin: float, level: float = 0.95, power
 
     if not enough(math.inf):
         return None
-    low, high = 0, 1  # invariant: not enough(low) (or low = 0), enough(high)
-    while not enough(high):
-        if high >= MAX_SAMPLES:
-            return None
-        low, high = high, min(2 * high, MAX_SAMPLES)
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if enough(mid) else (mid, high)
-    return high
+    return smallest_enough(enough, 0, MAX_SAMPLES)
 
 
 def margin_shown(noise: PairedNoise, k: float, level: float = 0.95, power: float = 0.8) -> float:

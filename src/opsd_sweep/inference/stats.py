@@ -418,14 +418,17 @@ def seeds_needed(delta: float, sd: float, alpha: float = 0.05, power_: float = 0
     if delta <= 0:
         raise ValueError(f"seeds_needed: delta={delta}; the target effect must be > 0")
 
-    def enough(r: int) -> bool:
-        return power(delta, sd, r, alpha, ref, known=known) >= power_
+    return smallest_enough(lambda r: power(delta, sd, r, alpha, ref, known=known) >= power_, 1, max_seeds)
 
-    low, high = 1, 2  # invariant: not enough(low) (or low = 1), enough(high)
+
+def smallest_enough(enough: Callable[[int], bool], floor: int, cap: int) -> int | None:
+    """The smallest n in (floor, cap] for which `enough` holds, `enough` being monotone in n (power in seeds or
+    samples); None when even `cap` is not enough. Doubling from floor + 1, then bisection."""
+    low, high = floor, floor + 1  # invariant: not enough(low) (or low = floor), enough(high)
     while not enough(high):
-        if high >= max_seeds:
+        if high >= cap:
             return None
-        low, high = high, min(2 * high, max_seeds)
+        low, high = high, min(2 * high, cap)
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
