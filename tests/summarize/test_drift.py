@@ -63,6 +63,14 @@ def test_the_drift_signal_moves_when_the_markers_are_edited_out(tmp_path):
     assert "| lr=2e-05 | 2 | 50 | 0% | 0.00 | length x0.50, cap-hit +0 pts, markers x0.00 |" in report
     assert after.loc["lr=2e-05", "avg_at_n"].tolist() == before.loc["lr=2e-05", "avg_at_n"].tolist()
 
+    for run_dir in runs[1e-5]:  # a baseline with no markers: no ratio to a zero rate, the difference instead
+        write_completions(run_dir, TERSE)
+    for run_dir in runs[2e-5]:
+        write_completions(run_dir, THINKING)
+    _, report = summarise(tmp_path / "results", tmp_path / "zero")
+    assert "| lr=2e-05 | 2 | 50 | 0% | 60.00 | length x0.50, cap-hit +0 pts, markers +60.00 (the baseline has none) |" \
+        in report
+
 
 def test_a_run_without_stored_completions_has_no_rate_and_no_section(tmp_path):
     write_run(tmp_path / "results" / "g", learning_rate=1e-5, seed=1, correct=np.ones((30, 2), dtype=bool))

@@ -110,7 +110,7 @@ def summary_section(runs: pd.DataFrame, baseline: str | None) -> list[str]:
 
 
 def _versus(row: pd.Series, base: pd.Series) -> str:
-    """'length x0.62, cap-hit -3 pts, markers x0.05' against the baseline's row; '?' where either lacks one."""
+    """'length x0.62, cap-hit -3 pts, markers x0.05' against the baseline's row; '?' where either lacks a figure."""
     parts = [f"length {_ratio(row.get(LENGTH), base.get(LENGTH))}",
              f"cap-hit {_points(row.get(CAP), base.get(CAP))}",
              f"markers {_ratio(row[RATE], base[RATE])}"]
@@ -122,7 +122,10 @@ def _known(value) -> bool:
 
 
 def _ratio(value, reference) -> str:
-    return f"x{value / reference:.2f}" if _known(value) and _known(reference) and reference > 0 else "?"
+    """value / reference, or the difference where the baseline has none of it (no ratio to a zero rate)."""
+    if not (_known(value) and _known(reference)):
+        return "?"
+    return f"x{value / reference:.2f}" if reference > 0 else f"{value - reference:+.2f} (the baseline has none)"
 
 
 def _points(value, reference) -> str:
