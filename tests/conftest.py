@@ -24,6 +24,14 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_compile_cache(tmp_path_factory):
+    """torch.compile's kernels cached for this test run only: a graph cached in /tmp by a run under another
+    ATEN_CPU_CAPABILITY aborted the compiled-decoder test under AVX-512 ('Fatal Python error: Aborted'), and
+    xdist's scheduler then hung on the lost worker. Phase processes the tests start inherit it."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "inductor")
+
+
 @pytest.fixture(autouse=True)
 def one_thread():
     """Tiny models on a shared 2-core machine: one intra-op thread is ~10x faster than two that spin."""
