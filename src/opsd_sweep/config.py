@@ -99,7 +99,7 @@ class RolloutConfig:
     top_p: float = MISSING
     top_k: int = MISSING
     max_new_tokens: int = MISSING
-    gpu_memory_utilization: float = MISSING  # vllm: share of each GPU for the colocated engine
+    gpu_memory_utilization: float = MISSING  # vllm, eval.engine=rollout: share of the GPU for the engine
     vllm_sleep: Optional[bool] = MISSING     # vllm: free the engine's memory during the training step (null = auto)
     kv_cache_dtype: str = MISSING            # vllm: auto (the model's dtype) | fp8: changes the samples, in the key
 

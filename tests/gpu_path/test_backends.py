@@ -12,7 +12,7 @@ import pytest
 from opsd_sweep.backends import resolve_backend, vllm_env, vllm_installed
 from opsd_sweep.config import ConfigError, load_run_config
 from opsd_sweep.cycle import _split_phase_seconds, locate_run, phase_env
-from opsd_sweep.train.engine_plan import plan_rollout_engine, training_step_bytes
+from opsd_sweep.train.engine_plan import ENGINE_OVERHEAD_BYTES, plan_rollout_engine, training_step_bytes
 from tests.conftest import compose
 
 GB = 10**9
@@ -58,29 +58,59 @@ def test_phases_spawn_vllm_engine_processes_and_share_compile_caches(tmp_path, m
     assert vllm_env(None) == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
 
 
-class Qwen3_1_7B:  # the config fields the estimate reads
+class Qwen3_1_7B:  # the config fields the estimates read
     hidden_size, num_hidden_layers, vocab_size = 2048, 28, 151_936
+    num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings = 16, 8, 128, 40_960
 
 
-def test_the_engine_sleeps_only_when_it_and_the_training_step_do_not_both_fit():
-    run = paper_run("rollout.gpu_memory_utilization=0.5")
+QWEN3_1_7B_WEIGHTS = 4_063_000_000  # 2.03 B parameters in bf16, tied embeddings once
+
+
+def plan_engine(*args, **kwargs):
+    """The plan for a Qwen3-1.7B student."""
+    return plan_rollout_engine(*args, **kwargs, model_config=Qwen3_1_7B, weight_bytes=QWEN3_1_7B_WEIGHTS)
+
+
+def test_a_rollout_only_engine_holds_one_steps_rollouts_and_stays_awake_beside_the_step_on_an_80_gb_gpu():
+    """eval.engine=own: the engine's KV cache is sized to the step's 32 rollouts, not to half the GPU. At half the
+    GPU it slept through every step on an H100 (6.28-6.50 s steps, 2026-12-06), 0.6-0.9 s a step of sleep and
+    wake-up."""
+    run = paper_run()
     step = training_step_bytes(run, Qwen3_1_7B, longest_prompt=300)
     # 8 x 1,324 tokens: the trainer peaked at 49.5-51.6 GB (model included) in every H200 gpu-check
     assert 50 * GB < step < 60 * GB
-    roomy = plan_rollout_engine(run, 1, free_bytes=137 * GB, total_bytes=141 * GB, step_bytes=step,
-                                longest_prompt=300)
-    tight = plan_rollout_engine(run, 1, free_bytes=80 * GB, total_bytes=141 * GB, step_bytes=step,
-                                longest_prompt=300)
-    assert not roomy.sleep and tight.sleep and "auto" in tight.sleep_why
-    h100 = plan_rollout_engine(run, 1, free_bytes=76 * GB, total_bytes=80 * GB, step_bytes=step, longest_prompt=300)
-    assert h100.sleep  # engine 40 GB + the step: out of memory on an H100 when it stayed awake
-    forced = plan_rollout_engine(paper_run("rollout.vllm_sleep=true"), 1, 137 * GB, 141 * GB, step, 300)
+    h100 = plan_engine(run, 1, free_bytes=76 * GB, total_bytes=80 * GB, step_bytes=step, longest_prompt=300)
+    # 32 x (300 + 1,024) tokens x 1.25 x 114,688 bytes (28 layers x 8 KV heads x 128 x K and V x bf16)
+    assert h100.kv_cache_bytes == int(1.25 * 32 * 1324 * 114_688)
+    assert h100.engine_bytes == QWEN3_1_7B_WEIGHTS + h100.kv_cache_bytes + ENGINE_OVERHEAD_BYTES < 15 * GB
+    assert not h100.sleep and "<= 76 GB free" in h100.sleep_why
+    tight = plan_engine(run, 1, free_bytes=60 * GB, total_bytes=80 * GB, step_bytes=step, longest_prompt=300)
+    assert tight.sleep and "auto" in tight.sleep_why
+    forced = plan_engine(paper_run("rollout.vllm_sleep=true"), 1, 137 * GB, 141 * GB, step, 300)
     assert forced.sleep and forced.sleep_why == "rollout.vllm_sleep=true"
+    short = plan_engine(paper_run("rollout.max_new_tokens=128"), 1, 76 * GB, 80 * GB, step, 100)
+    assert short.kv_cache_bytes == 40_960 * 114_688  # never under one sequence of the model's whole context
+    fp8 = plan_engine(paper_run("rollout.kv_cache_dtype=fp8"), 1, 76 * GB, 80 * GB, step, 300)
+    assert 2 * fp8.kv_cache_bytes == h100.kv_cache_bytes
+
+
+def test_an_engine_that_also_evaluates_takes_its_share_of_the_gpu_and_sleeps_where_that_and_the_step_do_not_fit(
+        monkeypatch):
+    from opsd_sweep.train import engine_plan
+
+    monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
+    run = paper_run("eval.engine=rollout", "rollout.gpu_memory_utilization=0.5")
+    step = training_step_bytes(run, Qwen3_1_7B, longest_prompt=300)
+    roomy = plan_engine(run, 1, free_bytes=137 * GB, total_bytes=141 * GB, step_bytes=step, longest_prompt=300)
+    assert roomy.serves_eval and roomy.kv_cache_bytes is None and roomy.engine_bytes == int(0.5 * 141 * GB)
+    assert not roomy.sleep
+    h100 = plan_engine(run, 1, free_bytes=76 * GB, total_bytes=80 * GB, step_bytes=step, longest_prompt=300)
+    assert h100.sleep and "engine 40 GB" in h100.sleep_why  # out of memory on an H100 when it stayed awake
 
 
 def test_by_default_the_eval_gets_an_engine_of_its_own_on_the_memory_training_frees():
     """eval.engine=own (the default): the rollout engine is sized for the rollouts alone and never evaluates."""
-    own = plan_rollout_engine(paper_run(), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    own = plan_engine(paper_run(), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert not own.serves_eval and own.serves_eval_why.startswith("eval.engine=own")
     assert own.max_model_len is None and own.max_num_seqs == 32
 
@@ -88,13 +118,13 @@ def test_by_default_the_eval_gets_an_engine_of_its_own_on_the_memory_training_fr
 def test_one_engine_per_cycle_only_where_the_eval_would_run_one_vllm_engine_on_the_same_gpu():
     step = 10 * GB
     if vllm_installed():
-        shared = plan_rollout_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, step, 300)
+        shared = plan_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, step, 300)
         assert shared.serves_eval and shared.max_model_len == 40960 and shared.max_num_seqs == 256
-    alone = plan_rollout_engine(paper_run("eval.engine=rollout", "eval.backend=hf"), 1, 137 * GB, 141 * GB, step, 300)
+    alone = plan_engine(paper_run("eval.engine=rollout", "eval.backend=hf"), 1, 137 * GB, 141 * GB, step, 300)
     assert not alone.serves_eval and alone.max_model_len is None and alone.max_num_seqs == 32
     tp = paper_run("eval.engine=rollout", "eval.tensor_parallel_size=2")
-    assert not plan_rollout_engine(tp, 1, 137 * GB, 141 * GB, step, 300).serves_eval
-    several = plan_rollout_engine(paper_run("eval.engine=rollout"), 2, 137 * GB, 141 * GB, step, 300)
+    assert not plan_engine(tp, 1, 137 * GB, 141 * GB, step, 300).serves_eval
+    several = plan_engine(paper_run("eval.engine=rollout"), 2, 137 * GB, 141 * GB, step, 300)
     assert not several.serves_eval  # several ranks
 
 
@@ -121,8 +151,8 @@ def test_an_fp8_kv_cache_eval_gets_an_engine_of_its_own_and_never_runs_on_hf(mon
     from opsd_sweep.train import engine_plan
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
-    assert plan_rollout_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, 10 * GB, 300).serves_eval
-    fp8 = plan_rollout_engine(paper_run("eval.engine=rollout", "eval.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    assert plan_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, 10 * GB, 300).serves_eval
+    fp8 = plan_engine(paper_run("eval.engine=rollout", "eval.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert not fp8.serves_eval and fp8.serves_eval_why.startswith("eval.kv_cache_dtype=fp8")
     with pytest.raises(ValueError, match=r"eval.kv_cache_dtype=fp8 is a vLLM option, but the evaluation runs on hf"):
         resolve_eval_backend(paper_run("eval.kv_cache_dtype=fp8"), gpus=[])
@@ -136,10 +166,10 @@ def test_an_fp8_kv_cache_for_the_rollouts_too_lets_the_rollout_engine_serve_the_
     from opsd_sweep.train import engine_plan
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
-    both = plan_rollout_engine(paper_run("eval.engine=rollout", "eval.kv_cache_dtype=fp8", "rollout.kv_cache_dtype=fp8"), 1, 137 * GB,
+    both = plan_engine(paper_run("eval.engine=rollout", "eval.kv_cache_dtype=fp8", "rollout.kv_cache_dtype=fp8"), 1, 137 * GB,
                                141 * GB, 10 * GB, 300)
     assert both.serves_eval and both.max_model_len == paper_run().eval.max_model_len
-    rollouts_only = plan_rollout_engine(paper_run("eval.engine=rollout", "rollout.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    rollouts_only = plan_engine(paper_run("eval.engine=rollout", "rollout.kv_cache_dtype=fp8"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert not rollouts_only.serves_eval
     assert rollouts_only.serves_eval_why.startswith("eval.kv_cache_dtype=auto, rollout.kv_cache_dtype=fp8")
     with pytest.raises(ConfigError, match=r"rollout.kv_cache_dtype=fp8 is a vLLM option: set rollout.backend=vllm"):
@@ -152,7 +182,8 @@ def test_a_kept_rollout_engine_is_not_reused_for_another_kv_cache_dtype_or_model
     from opsd_sweep.train.rollout_vllm import engine_key
 
     def key(*overrides):
-        return engine_key(paper_run(*overrides), False, None, 32, "cuda:0")
+        run = paper_run(*overrides)
+        return engine_key(run, plan_engine(run, 1, 137 * GB, 141 * GB, 10 * GB, 300), "cuda:0")
 
     assert key() == key("learning_rate=3e-5", "clip=0.1")  # the trainer's knobs: the same engine serves
     assert key("rollout.kv_cache_dtype=fp8") != key()
@@ -169,7 +200,7 @@ def test_a_merged_weights_eval_runs_on_the_rollout_engine_and_the_old_base_weigh
     from opsd_sweep.train import engine_plan
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
-    merged = plan_rollout_engine(paper_run("eval.engine=rollout", "eval.merge_lora=true"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    merged = plan_engine(paper_run("eval.engine=rollout", "eval.merge_lora=true"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert merged.serves_eval and merged.max_model_len == paper_run().eval.max_model_len
     assert merged.max_num_seqs == paper_run().eval.max_num_seqs
 
@@ -193,7 +224,7 @@ def test_a_shared_engine_sized_for_a_short_eval_still_holds_every_rollout(monkey
 
     monkeypatch.setattr(engine_plan, "resolve_backend", lambda *_args, **_kw: ("vllm", "vllm on this GPU"))
     short = paper_run("eval.engine=rollout", "eval.max_model_len=1024", "eval.max_new_tokens=512")
-    plan = plan_rollout_engine(short, 1, 137 * GB, 141 * GB, 10 * GB, longest_prompt=300)
+    plan = plan_engine(short, 1, 137 * GB, 141 * GB, 10 * GB, longest_prompt=300)
     assert plan.serves_eval and plan.max_model_len == 300 + short.rollout.max_new_tokens  # 1,324 > 1,024
-    shared = plan_rollout_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
+    shared = plan_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert shared.max_model_len == 40960  # the eval's

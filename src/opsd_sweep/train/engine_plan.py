@@ -1,8 +1,14 @@
 """How the colocated vLLM rollout engine is sized, whether it sleeps, and whether it also evaluates.
 
+- Size: an engine that only rolls out (eval.engine=own, the default) gets a KV cache sized to one step's rollouts
+  (vLLM's kv_cache_memory_bytes): every sequence of the step at its longest, with a margin, and at least one
+  sequence of the model's whole context. A share of the GPU (rollout.gpu_memory_utilization, 0.5) left the trainer
+  too little on an 80 GB GPU, so the engine slept through every step. An engine that also evaluates
+  (eval.engine=rollout) takes that share, for the evaluation's batch.
 - Sleep (`rollout.vllm_sleep`, null = auto): offloading the engine's weights and dropping its KV cache
-  around every training step costs ~0.6 s a step on an H200, so auto sleeps only when the engine's
-  share of the GPU plus the trainer's estimated peak would not fit in the free memory.
+  around every training step costs 0.6-0.9 s a step (H200, H100), so auto sleeps only when the engine
+  plus the trainer's estimated peak would not fit in the free memory. Neither sleeping nor the KV cache's size
+  changes a sample: the step's sequences decode in one batch either way.
 - The evaluation's engine (eval.engine): by default (own) the eval phase starts an engine of its own on
   the GPU memory training frees, at eval.gpu_memory_utilization; a long evaluation reads its KV cache at
   that share's batch instead of the rollout engine's (BENCHMARKS.md: the eval levers).
@@ -28,6 +34,10 @@ ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # bf16 activations kept for backward per
 # micro-batch of 8 (49.5-51.6 GB, BENCHMARKS.md), which activations alone put at ~26 GB (an H100 ran out of memory).
 LOGIT_BYTES_PER_ENTRY = 16
 MARGIN = 1.25                           # allocator fragmentation, loss chunks, the teacher's forward
+KV_MARGIN = 1.25  # a longer prompt later in the data than the longest of those planned from
+# What an engine holds beyond its weights and KV cache: the activations of vLLM's profile run, CUDA graph pools, the
+# LoRA buffers (an over-estimate, checked against engine_mem_gb in gpu-check's metrics).
+ENGINE_OVERHEAD_BYTES = 4 * 10**9
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,8 @@ class RolloutEnginePlan:
     serves_eval_why: str
     max_model_len: int | None  # None: the model's own context length
     max_num_seqs: int
+    kv_cache_bytes: int | None  # None: the engine takes gpu_memory_utilization of the GPU (it also evaluates)
+    engine_bytes: int           # what the engine is planned to hold
 
 
 def training_step_bytes(run: RunConfig, model_config, longest_prompt: int) -> int:
@@ -50,6 +62,27 @@ def training_step_bytes(run: RunConfig, model_config, longest_prompt: int) -> in
     activations = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * model_config.hidden_size * layers * tokens
     logits = LOGIT_BYTES_PER_ENTRY * t.per_device_batch_size * run.rollout.max_new_tokens * model_config.vocab_size
     return int(MARGIN * (activations + logits))
+
+
+def base_weight_bytes(peft_model) -> int:
+    """The base model's weights as an engine serving them holds them: every parameter but the adapter's
+    (tied embeddings once)."""
+    return sum(p.numel() * p.element_size() for name, p in peft_model.named_parameters() if "lora_" not in name)
+
+
+def kv_bytes_per_token(model_config, kv_cache_dtype: str, dtype_bytes: int = 2) -> int:
+    """K and V of every layer for one token."""
+    head_dim = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
+    per_entry = 1 if kv_cache_dtype.startswith("fp8") else dtype_bytes
+    return 2 * model_config.num_hidden_layers * model_config.num_key_value_heads * head_dim * per_entry
+
+
+def rollout_kv_bytes(run: RunConfig, model_config, longest_prompt: int, max_num_seqs: int) -> int:
+    """A KV cache that holds one step's rollouts at once, every sequence at its longest (no preemption: the
+    step decodes in one batch), and at least one sequence of the model's whole context (vLLM's own minimum)."""
+    rollout_tokens = KV_MARGIN * max_num_seqs * (longest_prompt + run.rollout.max_new_tokens)
+    tokens = max(rollout_tokens, model_config.max_position_embeddings)
+    return int(tokens * kv_bytes_per_token(model_config, run.rollout.kv_cache_dtype))
 
 
 def rollout_engine_serves_eval(run: RunConfig, world_size: int) -> tuple[bool, str]:
@@ -69,12 +102,18 @@ def rollout_engine_serves_eval(run: RunConfig, world_size: int) -> tuple[bool, s
 
 
 def plan_rollout_engine(run: RunConfig, world_size: int, free_bytes: int, total_bytes: int,
-                        step_bytes: int, longest_prompt: int) -> RolloutEnginePlan:
+                        step_bytes: int, longest_prompt: int, model_config, weight_bytes: int) -> RolloutEnginePlan:
     """`free_bytes`: free GPU memory with the trainer's model loaded; `step_bytes`: training_step_bytes;
-    `longest_prompt`: the longest training prompt in tokens (a shared engine's context must hold its rollout)."""
+    `longest_prompt`: the longest training prompt in tokens (a shared engine's context must hold its rollout);
+    `weight_bytes`: the model's weights as the engine holds them."""
     e, r = run.eval, run.rollout
     shared, serves_why = rollout_engine_serves_eval(run, world_size)
-    engine = int(r.gpu_memory_utilization * total_bytes)
+    rollout_seqs = run.train.per_device_batch_size * run.train.grad_accum_steps  # one rank's step, one call
+    if shared:
+        kv_bytes, engine = None, int(r.gpu_memory_utilization * total_bytes)
+    else:
+        kv_bytes = rollout_kv_bytes(run, model_config, longest_prompt, rollout_seqs)
+        engine = weight_bytes + kv_bytes + ENGINE_OVERHEAD_BYTES
     gb = 1e9
     if r.vllm_sleep is not None:
         sleep, sleep_why = r.vllm_sleep, f"rollout.vllm_sleep={str(r.vllm_sleep).lower()}"
@@ -82,8 +121,8 @@ def plan_rollout_engine(run: RunConfig, world_size: int, free_bytes: int, total_
         sleep = engine + step_bytes > free_bytes
         sleep_why = (f"rollout.vllm_sleep=auto: engine {engine / gb:.0f} GB + training step ~{step_bytes / gb:.0f} GB "
                      f"{'>' if sleep else '<='} {free_bytes / gb:.0f} GB free")
-    rollout_seqs = run.train.per_device_batch_size * run.train.grad_accum_steps  # one rank's step, one call
     return RolloutEnginePlan(sleep=sleep, sleep_why=sleep_why, serves_eval=shared, serves_eval_why=serves_why,
                              # never shorter than a rollout: vLLM ends a request at max_model_len without an error
                              max_model_len=max(e.max_model_len, longest_prompt + r.max_new_tokens) if shared else None,
-                             max_num_seqs=max(rollout_seqs, e.max_num_seqs) if shared else rollout_seqs)
+                             max_num_seqs=max(rollout_seqs, e.max_num_seqs) if shared else rollout_seqs,
+                             kv_cache_bytes=kv_bytes, engine_bytes=engine)

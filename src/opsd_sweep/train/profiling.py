@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+import time
+
 import torch
 
 T = TypeVar("T")
@@ -16,10 +18,15 @@ def profiled(fn: Callable[[], T], rows: int = 40, sort_by: str = "self_cuda_time
     from torch.profiler import ProfilerActivity, profile
 
     cuda = torch.cuda.is_available()
+    started = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
         result = fn()
         if cuda:
             torch.cuda.synchronize()
+    wall = time.perf_counter() - started
     table = prof.key_averages().table(sort_by=sort_by if cuda else "self_cpu_time_total", row_limit=rows,
                                       max_name_column_width=60)
+    if cuda:  # the GPU's idle share is host overhead: launches, scheduling, Python between kernels
+        busy = sum(e.device_time_total for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA) / 1e6
+        table = f"GPU kernels {busy:.3f} s of {wall:.3f} s wall ({busy / wall:.0%} busy, under the profiler)\n" + table
     return result, table

@@ -24,6 +24,7 @@ numbers (LoRA dropout) on a new or a kept engine.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ import torch
 
 from opsd_sweep.config import RunConfig
 from opsd_sweep.evaluate.vllm_engine import lora_request, rank_bound
+from opsd_sweep.train.engine_plan import RolloutEnginePlan
 from opsd_sweep.train.rollout import Rollouts, trim_completion
 from opsd_sweep.worker import warm
 
@@ -52,20 +54,24 @@ class RolloutEngine:
     awake: bool = True
 
 
-def start_engine(run: RunConfig, device, rank: int, sleep: bool, max_model_len: int | None,
-                 max_num_seqs: int) -> RolloutEngine:
+def start_engine(run: RunConfig, device, rank: int, plan: RolloutEnginePlan) -> RolloutEngine:
     from vllm import LLM
 
     before, free_before = torch.cuda.memory_allocated(device), torch.cuda.mem_get_info(device)[0]
+    total = torch.cuda.mem_get_info(device)[1]
+    # With a KV cache of a given size vLLM ignores the share, but still refuses to start unless that share is free:
+    # the plan's size, rounded up to a hundredth of the GPU
+    share = (run.rollout.gpu_memory_utilization if plan.kv_cache_bytes is None
+             else math.ceil(100 * plan.engine_bytes / total) / 100)
     with warm.rng_untouched():
         # external_launcher: the engine lives in this process and uses this rank's GPU (LOCAL_RANK).
         llm = LLM(model=run.model.path, dtype=run.model.dtype, tensor_parallel_size=1,
                   distributed_executor_backend="external_launcher",
-                  gpu_memory_utilization=run.rollout.gpu_memory_utilization, enable_lora=True,
+                  gpu_memory_utilization=share, kv_cache_memory_bytes=plan.kv_cache_bytes, enable_lora=True,
                   max_lora_rank=rank_bound(run.train.lora.r), max_loras=1, seed=run.seed + rank,
                   # sleep mode always: with eval.engine=own a phase worker's kept engine sleeps through the eval
                   # phase, so that the evaluation's own engine gets the GPU memory it held
-                  enable_sleep_mode=True, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                  enable_sleep_mode=True, max_model_len=plan.max_model_len, max_num_seqs=plan.max_num_seqs,
                   kv_cache_dtype=run.rollout.kv_cache_dtype)
     engine_names = llm.apply_model(lambda model: [n for n, _ in model.named_parameters()])[0]
     return RolloutEngine(llm, engine_bytes=torch.cuda.memory_allocated(device) - before,
@@ -73,12 +79,12 @@ def start_engine(run: RunConfig, device, rank: int, sleep: bool, max_model_len: 
                          base_layer_infix=".base_layer" if any(".base_layer." in n for n in engine_names) else "")
 
 
-def engine_key(run: RunConfig, sleep: bool, max_model_len: int | None, max_num_seqs: int, device) -> tuple:
+def engine_key(run: RunConfig, plan: RolloutEnginePlan, device) -> tuple:
     """Everything start_engine builds the engine from: a phase worker reuses its engine only under an equal key.
     The model by its content (warm.model_identity): weights rewritten at its path need another engine."""
     return (warm.model_identity(run), run.model.dtype, run.rollout.gpu_memory_utilization,
-            rank_bound(run.train.lora.r), sleep, max_model_len, max_num_seqs, run.rollout.kv_cache_dtype,
-            str(device))
+            rank_bound(run.train.lora.r), plan.sleep, plan.max_model_len, plan.max_num_seqs, plan.kv_cache_bytes,
+            run.rollout.kv_cache_dtype, str(device))
 
 
 def kept_engine_bytes() -> int:
@@ -104,21 +110,20 @@ def _fresh_cache(engine: RolloutEngine) -> None:
 
 
 class VLLMRollout:
-    def __init__(self, run: RunConfig, peft_model, eos_ids: list[int], device, rank: int, sleep: bool,
-                 max_model_len: int | None, max_num_seqs: int):
+    def __init__(self, run: RunConfig, peft_model, eos_ids: list[int], device, rank: int, plan: RolloutEnginePlan):
         set_launcher_env(device)
         from peft.tuners.lora import LoraLayer
 
         cfg = run.rollout
-        self.cfg, self.eos_ids, self.sleeps_in_steps, self.device = cfg, eos_ids, sleep, device
+        self.cfg, self.eos_ids, self.sleeps_in_steps, self.device = cfg, eos_ids, plan.sleep, device
         self.peft_model, self.base_model = peft_model, run.model.path
         self.lora_layers = [(name.removeprefix(PEFT_PREFIX), module) for name, module in peft_model.named_modules()
                             if isinstance(module, LoraLayer)]
-        self.engine = warm.reuse("rollout_engine", engine_key(run, sleep, max_model_len, max_num_seqs, device),
-                                 lambda: start_engine(run, device, rank, sleep, max_model_len, max_num_seqs),
+        self.engine = warm.reuse("rollout_engine", engine_key(run, plan, device),
+                                 lambda: start_engine(run, device, rank, plan),
                                  refresh=_fresh_cache, replaceable=False)
         self.llm, self.engine_bytes = self.engine.llm, self.engine.engine_bytes
-        self.max_model_len = max_model_len  # None: the model's own context length
+        self.max_model_len = plan.max_model_len  # None: the model's own context length
         self.expected_params = _fused_count(name for name, _ in self.lora_layers)
 
     @property

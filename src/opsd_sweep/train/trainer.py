@@ -39,7 +39,7 @@ from opsd_sweep.train.loss import DIAGNOSTICS, LossSpec
 from opsd_sweep.train.precision import fp32_matmul
 from opsd_sweep.train.profiling import profiled
 from opsd_sweep.backends import prepare_vllm_process, resolve_backend
-from opsd_sweep.train.engine_plan import plan_rollout_engine, training_step_bytes
+from opsd_sweep.train.engine_plan import base_weight_bytes, plan_rollout_engine, training_step_bytes
 from opsd_sweep.train.rollout import HFRollout, Rollouts
 from opsd_sweep.train.rollout_vllm import VLLMRollout, kept_engine_bytes
 from opsd_sweep.train.schedule import make_scheduler
@@ -123,12 +123,15 @@ class OPSDTrainer:
         free, total = torch.cuda.mem_get_info(acc.device)
         free += kept_engine_bytes()  # a phase worker's engine from the last cycle: planned as if not started
         longest = max(len(p) for p in self._prompts(self.rows[:256])[0])
-        step_bytes = training_step_bytes(self.run, self.peft_model.get_base_model().config, longest)
-        self.engine_plan = plan = plan_rollout_engine(self.run, acc.num_processes, free, total, step_bytes, longest)
-        acc.print(f"[train] vllm engine: sleep={plan.sleep} ({plan.sleep_why}); evaluates the final "
+        model_config = self.peft_model.get_base_model().config
+        step_bytes = training_step_bytes(self.run, model_config, longest)
+        self.engine_plan = plan = plan_rollout_engine(self.run, acc.num_processes, free, total, step_bytes, longest,
+                                                      model_config, base_weight_bytes(self.peft_model))
+        size = (f"KV cache {plan.kv_cache_bytes / 1e9:.1f} GB for one step's rollouts" if plan.kv_cache_bytes
+                else f"{self.run.rollout.gpu_memory_utilization} of the GPU (it evaluates too)")
+        acc.print(f"[train] vllm engine: {size}; sleep={plan.sleep} ({plan.sleep_why}); evaluates the final "
                   f"checkpoint: {plan.serves_eval} ({plan.serves_eval_why})")
-        return VLLMRollout(self.run, self.peft_model, self.eos_ids, acc.device, acc.process_index, sleep=plan.sleep,
-                           max_model_len=plan.max_model_len, max_num_seqs=plan.max_num_seqs)
+        return VLLMRollout(self.run, self.peft_model, self.eos_ids, acc.device, acc.process_index, plan)
 
     def _check_world(self) -> None:
         acc, t = self.accelerator, self.t
