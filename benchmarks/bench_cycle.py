@@ -324,7 +324,7 @@ def eval_only(work: Path, out: Path, args, command: str, env: dict) -> dict:
           f"{args.eval_kv_cache}, {record['attention_backend']}, adapter {record['adapter']}: {record['status']}; "
           f"generation {record['generation_s']} s, " + (f"floor {record['eval_floor_s']} s (ratio "
           f"{record['eval_floor_ratio']})" if "eval_floor_s" in record else f"its traced steps' floor "
-          f"{record['traced_floor_s']} s (ratio {record['traced_floor_ratio']})") + ", engine start {record['engine_start_s']} s, KV cache "
+          f"{record['traced_floor_s']} s (ratio {record['traced_floor_ratio']})") + f", engine start {record['engine_start_s']} s, KV cache "
           f"{record['kv_cache_tokens']} tokens; done by {steps['done_by_s']}; steps by sequences decoding "
           f"{steps['by_sequences']}; {path}", flush=True)
     return record

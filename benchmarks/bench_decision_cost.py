@@ -41,8 +41,9 @@ from benchmarks.bench_race import GRIDS, MAX_SEEDS, settings_of
 from opsd_sweep.costs.decision_designs import Outcome, SamplePolicy, fixed_grid, race
 from benchmarks.records import MEASURED, record_head, write_record
 from opsd_sweep.costs import length_model
-from opsd_sweep.costs.decision_model import (LENGTH_SPECS, CostModel, LengthsByCorrectness, Sweep, World,
-                                             default_world, eval_lengths, measured_cost_model)
+from opsd_sweep.costs.decision_model import (LENGTH_SPECS, LengthsByCorrectness, Sweep, World, default_world,
+                                             eval_lengths, measured_cost_model)
+from opsd_sweep.costs.measured import GPU_COSTS
 from opsd_sweep.inference.equivalence_plan import published_noise, samples_needed
 
 TUNE_SEED, REPORT_SEED = 40_401, 40_402
@@ -77,11 +78,11 @@ DESIGNS = {
 }
 
 
-def what_if_designs(run_sd: float, lengths: LengthsByCorrectness) -> dict[str, Design]:
+def what_if_designs(run_sd: float, lengths: LengthsByCorrectness, gpu: str) -> dict[str, Design]:
     """Rows that reprice the best design: what would bring a decision to <= 15 GPU-hours."""
-    fp8 = default_world(run_sd, measured_cost_model(kv_factor=0.5), lengths)
-    fp8_half_train = default_world(run_sd, measured_cost_model(train_s=measured_cost_model().train_s / 2,
-                                                               kv_factor=0.5), lengths)
+    fp8 = default_world(run_sd, measured_cost_model(kv_factor=0.5, gpu=gpu), lengths)
+    fp8_half_train = default_world(run_sd, measured_cost_model(train_s=measured_cost_model(gpu=gpu).train_s / 2,
+                                                               kv_factor=0.5, gpu=gpu), lengths)
     return {
         "race_kauto_alloc_paired05_fp8kv": Design(AUTO_ALLOC, 0.5, "seed", fp8,
                                                   "FP8 KV cache: half the KV part"),
@@ -92,18 +93,16 @@ def what_if_designs(run_sd: float, lengths: LengthsByCorrectness) -> dict[str, D
     }
 
 
-STEP_MODEL_RECORD = MEASURED / "eval_step_model_2026-12-04_published_part.json"  # the H200 costs' record
-
-
-def check_published_eval(cost: CostModel | None = None, seed: int = 0) -> dict:
-    """GPU-minutes of one 360-sample eval at the published preset's lengths under the cost model, beside the step
-    model's own projections of it."""
-    cost = cost or measured_cost_model()
+def check_published_eval(gpu: str = "H200", seed: int = 0) -> dict:
+    """GPU-minutes of one 360-sample eval at the published preset's lengths under the GPU's cost model, beside the
+    step model's own projections of it (in the record its eval costs name)."""
+    cost = measured_cost_model(gpu=gpu)
+    record = MEASURED / GPU_COSTS[gpu].eval_source.split(":")[0]
     drawn = length_model.published().draw(30, 12, seed)
     return {"samples": len(drawn), "mean_tokens": round(float(np.mean(drawn)), 1),
             "gpu_minutes": round(float(cost.sample_seconds(drawn).sum()) / 60, 1),
             "step_model_projection_minutes": sorted(round(p["seconds"] / 60, 1) for p in json.loads(
-                STEP_MODEL_RECORD.read_text())["projections"] if p["requests"] == 360)}
+                record.read_text())["projections"] if p["requests"] == 360)}
 
 
 # --- measuring a design ----------------------------------------------------------------------------
@@ -187,7 +186,7 @@ def compare_cost(world: World, fp8: World, margin: float = COMPARE_MARGIN) -> di
 def fp8_after_compare(run_sd: float, world: World, tune_n: int, report_n: int, equal_n: int,
                       race_settings: dict) -> dict:
     """race + K auto + allocation at FP8 KV eval cost, with the compare that licensed FP8 added to its GPU-hours."""
-    fp8 = default_world(run_sd, measured_cost_model(kv_factor=0.5), lengths=world.lengths)
+    fp8 = default_world(run_sd, measured_cost_model(kv_factor=0.5, gpu=world.cost.gpu.kind), lengths=world.lengths)
     check = compare_cost(world, fp8)
     design = Design(AUTO_ALLOC, world=fp8, note=f"FP8 KV after a compare at ±{check['margin']:g} "
                                                 f"({check['gpu_hours']:.1f} GPU-h, K = {check['samples_per_problem']})")
@@ -226,6 +225,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="the eval's length model: trained (the published lengths x the trained-checkpoint growth "
                              "17,575 -> 19,757 tokens; the default), published (the base model's) or sweep:RESULTS "
                              "(the lengths a sweep's runs wrote)")
+    parser.add_argument("--gpu", default="H200", choices=sorted(GPU_COSTS),
+                        help="the GPU kind whose measured costs (opsd_sweep.costs.measured) price the runs")
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write the record (default benchmarks/measured/decision_cost_<date>.json)")
     args = parser.parse_args(argv)
@@ -237,13 +238,14 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(str(err))
     race_settings = RACE_DEFAULTS | {"stop_alpha": args.stop_alpha}
     tune_n, report_n, equal_n = (12, 16, 16) if args.quick else (150, 400, 500)
-    world = default_world(args.run_sd, lengths=lengths)
+    world = default_world(args.run_sd, measured_cost_model(gpu=args.gpu), lengths)
     started = time.time()
     print(f"world: train SD {world.train_sd:.2f} + eval SD {math.sqrt(world.difficulty.eval_var(world.base_score, 12)):.2f}"
           f" at K = 12 = run SD {args.run_sd:g}; lengths: {lengths.name} (mean {lengths.describe()['overall_mean']:,}); "
           f"seconds per (correct, wrong) sample {tuple(round(x, 2) for x in world.sample_seconds)}; 360 "
-          f"published-length samples {check_published_eval()['gpu_minutes']} GPU-min", flush=True)
-    designs = DESIGNS | ({} if args.quick else what_if_designs(args.run_sd, lengths))
+          f"published-length samples {check_published_eval(args.gpu)['gpu_minutes']} GPU-min on the {args.gpu}",
+          flush=True)
+    designs = DESIGNS | ({} if args.quick else what_if_designs(args.run_sd, lengths, args.gpu))
     rows = {}
     for name, design in tqdm(designs.items(), desc="designs"):
         rows[name] = measure(name, design, world, tune_n, report_n, equal_n, race_settings)
@@ -266,7 +268,7 @@ def main(argv: list[str] | None = None) -> dict:
               "scenario": {"grids": {g: GRIDS[g] for g in ("six", "six-equal")}, "power_target": POWER,
                            "fw_limit": FW_LIMIT, "race_settings": dataclasses.asdict(settings_of(race_settings, 0)),
                            "sample_policies": {n: dataclasses.asdict(d.policy) for n, d in designs.items()}},
-              "published_eval_check": check_published_eval(), **world.describe()}
+              "gpu": args.gpu, "published_eval_check": check_published_eval(args.gpu), **world.describe()}
     print(f"\nrace + K auto + allocation / race K = 12: {record['verdict']['race_kauto_alloc_over_race_k12']} "
           f"(target <= 0.5 with power >= {POWER:.0%} and FW <= {FW_LIMIT:.0%}: "
           f"{'met' if record['verdict']['met'] else 'NOT met'})  ({record['seconds']:.0f} s)")

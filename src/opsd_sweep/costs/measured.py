@@ -28,14 +28,14 @@ H200 = GpuCosts(
     "eval_step_model_2026-12-04_published_part.json: a 96-request part at the published lengths on the cycle's "
     "engine (LoRARequest), 64 sequences decoding together",
 )
-# No training step was measured on an H100 (its only gpu-check ran out of memory in training, 2026-12-05), so the
-# H100's training part is the H200's step: an underestimate (the H100 has 0.7x the H200's memory bandwidth).
-# C is the concurrency at which the step model gives the 360-sample projection of the same record (4,250.5 s at the
-# published lengths): its KV cache (330,544 tokens) holds ~18 sequences of 18k tokens, not the H200's 64.
+# The H100's eval is the cycle's default path since eval.engine=own: an engine of its own at 0.9 of the GPU, the
+# adapter as a LoRARequest (a short adapter fails the merge check: its delta rounds away in bf16). A part on that path
+# on 2026-12-06 ran step for step within 0.1% of this record. C is the concurrency at which the step model gives the
+# record's own 360-sample projection (3,692.5 s at the published lengths).
 H100 = GpuCosts(
-    "H100", 5.24, "the H200's step (make gpu-check on f2ccf53): no H100 training step is measured",
-    0.00620672528556316, 0.034235339012347786, 26,
-    "eval_step_model_2026-12-05_h100_auto.json: a 96-request part at the published lengths on the cycle's default "
-    "path (LoRARequest), C fitted to its 360-sample projection",
+    "H100", 5.85, "make gpu-check on 11b9bb3 (2026-12-06): the warm cycle's steady step, the engine awake",
+    0.005902461267508846, 0.03630075298040891, 46,
+    "eval_step_model_2026-12-05_h100_auto_share0.9.json: a 96-request part at the published lengths on an engine of "
+    "its own at 0.9 of the GPU (LoRARequest), C fitted to its 360-sample projection",
 )
 GPU_COSTS = {costs.kind: costs for costs in (H200, H100)}

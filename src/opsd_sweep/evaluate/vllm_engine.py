@@ -68,17 +68,14 @@ def rank_bound(rank: int, adapter: str = "the adapter") -> int:
 
 
 def request_params(s: Sampling, job: Job):
-    """One request's SamplingParams: the evaluation's sampling, seeded per job. The engine hands the request
-    back once, finished (FINAL_ONLY): by default it builds every request's output object again at every decode
-    step, host work for each of up to 256 sequences in every step of a ~20k-token evaluation."""
+    """One request's SamplingParams: the evaluation's sampling, seeded per job."""
     from vllm import SamplingParams
-    from vllm.sampling_params import RequestOutputKind
 
     # a benchmark's forced length: exactly job.length tokens, EOS ignored (random weights stop anywhere)
     lengths = ({"max_tokens": s.max_new_tokens, "min_tokens": s.min_new_tokens} if job.length is None
                else {"max_tokens": job.length, "min_tokens": job.length, "ignore_eos": True})
     return SamplingParams(n=1, temperature=s.temperature, top_p=s.top_p, top_k=max(s.top_k, 0),
-                          seed=job.seed, output_kind=RequestOutputKind.FINAL_ONLY, **lengths)
+                          seed=job.seed, **lengths)
 
 
 class VLLMEngine:
