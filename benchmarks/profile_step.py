@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from opsd_sweep import random_world
-from opsd_sweep.gpu_check import sweep_args
+from opsd_sweep.gpu_check import step_parts, sweep_args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> None:
         shutil.copy(table, out / table.name)
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     for line in lines:
-        parts = {k.removeprefix("time_"): round(v, 3) for k, v in line.items() if k.startswith("time_")}
-        print(f"step {line['step']}{' (profiled)' if line.get('profiled') else ''}: {line['step_seconds']:.2f} s {parts}")
+        print(f"step {line['step']}{' (profiled)' if line.get('profiled') else ''}: {line['step_seconds']:.2f} s "
+              f"{step_parts(line)}")
     print(table.read_text() if table.exists() else f"no {table.name}: the sweep exited {code}, see profile_sweep.log")
 
 

@@ -116,3 +116,11 @@ def test_validity_quick_run_writes_its_table(tmp_path):
     assert json.loads(out.read_text())["estimators"].keys() == decision_validity.ESTIMATORS.keys()
     for row in record["estimators"].values():
         assert 0 <= row["coverage"] <= 1 and 0 <= row["fw_false_better"] <= 1 and "bias" in row
+
+
+def test_an_h100_decision_is_priced_from_the_h100s_own_eval_record():
+    """--gpu H100: the eval check reads the record the H100's costs name, whose step model projects 3,692.5 s."""
+    h100 = bench_decision_cost.check_published_eval("H100")
+    assert h100["step_model_projection_minutes"] == [61.5]
+    assert h100["gpu_minutes"] == pytest.approx(61.5, rel=0.02)
+    assert h100["gpu_minutes"] > bench_decision_cost.check_published_eval("H200")["gpu_minutes"]
