@@ -34,7 +34,7 @@ ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # bf16 activations kept for backward per
 # micro-batch of 8 (49.5-51.6 GB, BENCHMARKS.md), which activations alone put at ~26 GB (an H100 ran out of memory).
 LOGIT_BYTES_PER_ENTRY = 16
 MARGIN = 1.25                           # allocator fragmentation, loss chunks, the teacher's forward
-KV_MARGIN = 1.25  # a longer prompt later in the data than the longest of those planned from
+KV_MARGIN = 1.25  # block rounding (16 tokens a block) and the prefix cache: no rollout is ever preempted
 # What an engine holds beyond its weights and KV cache: the activations of vLLM's profile run, CUDA graph pools, the
 # LoRA buffers (an over-estimate, checked against engine_mem_gb in gpu-check's metrics).
 ENGINE_OVERHEAD_BYTES = 4 * 10**9
@@ -79,7 +79,8 @@ def kv_bytes_per_token(model_config, kv_cache_dtype: str, dtype_bytes: int = 2) 
 
 def rollout_kv_bytes(run: RunConfig, model_config, longest_prompt: int, max_num_seqs: int) -> int:
     """A KV cache that holds one step's rollouts at once, every sequence at its longest (no preemption: the
-    step decodes in one batch), and at least one sequence of the model's whole context (vLLM's own minimum)."""
+    step decodes in one batch), and at least one sequence of the model's whole context (vLLM's own minimum).
+    `longest_prompt` is the data's longest, whatever a seed's order: the size is part of a kept engine's key."""
     rollout_tokens = KV_MARGIN * max_num_seqs * (longest_prompt + run.rollout.max_new_tokens)
     tokens = max(rollout_tokens, model_config.max_position_embeddings)
     return int(tokens * kv_bytes_per_token(model_config, run.rollout.kv_cache_dtype))

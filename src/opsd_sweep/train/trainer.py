@@ -122,7 +122,9 @@ class OPSDTrainer:
         prepare_vllm_process(self.run.cache_dir)
         free, total = torch.cuda.mem_get_info(acc.device)
         free += kept_engine_bytes()  # a phase worker's engine from the last cycle: planned as if not started
-        longest = max(len(p) for p in self._prompts(self.rows[:256])[0])
+        # every row's student prompt, not the first of this seed's order: the engine's KV cache is sized from it, and
+        # a phase worker keeps its engine for the next seed only when that size is the same
+        longest = max(len(self._student_prompt(row)) for row in self.rows)
         model_config = self.peft_model.get_base_model().config
         step_bytes = training_step_bytes(self.run, model_config, longest)
         self.engine_plan = plan = plan_rollout_engine(self.run, acc.num_processes, free, total, step_bytes, longest,
@@ -198,10 +200,13 @@ class OPSDTrainer:
             out += [self.rows[(start + i) % len(self.rows)] for i in range(size)]
         return out
 
+    def _student_prompt(self, problem: dict) -> list[int]:
+        return render_prompt_ids(self.tokenizer, self.t.student_prompt.format(problem=problem["problem"]),
+                                 self.t.student_thinking)
+
     def _prompts(self, problems: list[dict]) -> tuple[list[list[int]], list[list[int]]]:
         t, tok = self.t, self.tokenizer
-        student = [render_prompt_ids(tok, t.student_prompt.format(problem=p["problem"]), t.student_thinking)
-                   for p in problems]
+        student = [self._student_prompt(p) for p in problems]
         teacher = [render_prompt_ids(tok, t.teacher_prompt.format(problem=p["problem"], solution=p["solution"]),
                                      t.teacher_thinking) for p in problems]
         return student, teacher
