@@ -15,6 +15,8 @@
 #                checkpoint and merge check; --adapter-from): the default eval.engine=own, merged where checked
 #   step_profile one more cycle of gpu_check's configuration whose last step runs under torch.profiler
 #                (benchmarks/profile_step.py; after gpu_check, its world; ~3 min)
+#   merge_100    the same for a recipe-length adapter, 100 steps at learning_rate 2e-5: does its delta survive the
+#                bf16 merge (its merge_check.json)? A 3-step adapter's does not. ~11 min on an H100
 #   eval_rollout the same part on the engine set-up before eval.engine=own (--override eval.engine=rollout: the
 #                rollout engine's share, the adapter as a LoRARequest): the baseline, on the same machine
 #   eval_fp8     the same with eval.kv_cache_dtype=fp8 (its own engine at 0.9): half the KV bytes a token
@@ -52,8 +54,8 @@ steps=("${@:2}")
 [ ${#steps[@]} -gt 0 ] || steps=(gpu_check eval_part)
 for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time is spent
     case $name in
-        gpu_check|eval_part|eval_cycle|step_profile|eval_rollout|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
-        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_cycle, step_profile, eval_rollout, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
+        gpu_check|eval_part|eval_cycle|step_profile|merge_100|eval_rollout|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
+        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_cycle, step_profile, merge_100, eval_rollout, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
                 "eval_default)"; exit 2 ;;
     esac
 done
@@ -65,6 +67,8 @@ for name in "${steps[@]}"; do
                         --adapter-from "$(ls -d /tmp/gc/results/gpu-check/*-s1-* | head -1)" --eval-problems 8 \
                         --lengths published --length-seed "${LENGTH_SEED:-1}" --time-limit "${TIME_LIMIT:-840}" ;;
         step_profile) step step_profile python3 -m benchmarks.profile_step --work /tmp/gc --out "$OUT/step_profile" ;;
+        merge_100) step merge_100 python3 -m benchmarks.profile_step --work /tmp/gc --out "$OUT/merge_100" --steps 100 \
+                       --learning-rate 2e-5 ;;
         eval_rollout) part eval_rollout --override eval.engine=rollout ;;
         eval_whole) part eval_whole --eval-engine-share 0.9 ;;
         eval_merged) part eval_merged --eval-without-adapter ;;
