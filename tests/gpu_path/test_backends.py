@@ -89,7 +89,9 @@ def test_a_rollout_only_engine_holds_one_steps_rollouts_and_stays_awake_beside_t
     forced = plan_engine(paper_run("rollout.vllm_sleep=true"), 1, 137 * GB, 141 * GB, step, 300)
     assert forced.sleep and forced.sleep_why == "rollout.vllm_sleep=true"
     short = plan_engine(paper_run("rollout.max_new_tokens=128"), 1, 76 * GB, 80 * GB, step, 100)
-    assert short.kv_cache_bytes == 40_960 * 114_688  # never under one sequence of the model's whole context
+    # the context is the longest rollout's, not the model's own (40,960 tokens here, up to 262,144 for other Qwen3
+    # models), which would set vLLM's minimum KV cache at one sequence of that length
+    assert short.max_model_len == 228 and short.kv_cache_bytes == int(1.25 * 32 * 228 * 114_688)
     fp8 = plan_engine(paper_run("rollout.kv_cache_dtype=fp8"), 1, 76 * GB, 80 * GB, step, 300)
     assert 2 * fp8.kv_cache_bytes == h100.kv_cache_bytes
 
@@ -112,7 +114,7 @@ def test_by_default_the_eval_gets_an_engine_of_its_own_on_the_memory_training_fr
     """eval.engine=own (the default): the rollout engine is sized for the rollouts alone and never evaluates."""
     own = plan_engine(paper_run(), 1, 137 * GB, 141 * GB, 10 * GB, 300)
     assert not own.serves_eval and own.serves_eval_why.startswith("eval.engine=own")
-    assert own.max_model_len is None and own.max_num_seqs == 32
+    assert own.max_model_len == 300 + 1024 and own.max_num_seqs == 32  # the longest rollout's context
 
 
 def test_one_engine_per_cycle_only_where_the_eval_would_run_one_vllm_engine_on_the_same_gpu():
@@ -121,7 +123,7 @@ def test_one_engine_per_cycle_only_where_the_eval_would_run_one_vllm_engine_on_t
         shared = plan_engine(paper_run("eval.engine=rollout"), 1, 137 * GB, 141 * GB, step, 300)
         assert shared.serves_eval and shared.max_model_len == 40960 and shared.max_num_seqs == 256
     alone = plan_engine(paper_run("eval.engine=rollout", "eval.backend=hf"), 1, 137 * GB, 141 * GB, step, 300)
-    assert not alone.serves_eval and alone.max_model_len is None and alone.max_num_seqs == 32
+    assert not alone.serves_eval and alone.max_model_len == 1324 and alone.max_num_seqs == 32
     tp = paper_run("eval.engine=rollout", "eval.tensor_parallel_size=2")
     assert not plan_engine(tp, 1, 137 * GB, 141 * GB, step, 300).serves_eval
     several = plan_engine(paper_run("eval.engine=rollout"), 2, 137 * GB, 141 * GB, step, 300)

@@ -1,8 +1,8 @@
 """How the colocated vLLM rollout engine is sized, whether it sleeps, and whether it also evaluates.
 
 - Size: an engine that only rolls out (eval.engine=own, the default) gets a KV cache sized to one step's rollouts
-  (vLLM's kv_cache_memory_bytes): every sequence of the step at its longest, with a margin, and at least one
-  sequence of the model's whole context. A share of the GPU (rollout.gpu_memory_utilization, 0.5) left the trainer
+  (vLLM's kv_cache_memory_bytes): every sequence of the step at its longest, with a margin, and a context of the
+  longest rollout (the model's own, 40k-262k tokens, would set vLLM's minimum KV cache at one such sequence). A share of the GPU (rollout.gpu_memory_utilization, 0.5) left the trainer
   too little on an 80 GB GPU, so the engine slept through every step. An engine that also evaluates
   (eval.engine=rollout) takes that share, for the evaluation's batch.
 - Sleep (`rollout.vllm_sleep`, null = auto): offloading the engine's weights and dropping its KV cache
@@ -46,7 +46,7 @@ class RolloutEnginePlan:
     sleep_why: str
     serves_eval: bool
     serves_eval_why: str
-    max_model_len: int | None  # None: the model's own context length
+    max_model_len: int
     max_num_seqs: int
     kv_cache_bytes: int | None  # None: the engine takes gpu_memory_utilization of the GPU (it also evaluates)
     engine_bytes: int           # what the engine is planned to hold
@@ -78,11 +78,10 @@ def kv_bytes_per_token(model_config, kv_cache_dtype: str, dtype_bytes: int = 2) 
 
 
 def rollout_kv_bytes(run: RunConfig, model_config, longest_prompt: int, max_num_seqs: int) -> int:
-    """A KV cache that holds one step's rollouts at once, every sequence at its longest (no preemption: the
-    step decodes in one batch), and at least one sequence of the model's whole context (vLLM's own minimum).
-    `longest_prompt` is the data's longest, whatever a seed's order: the size is part of a kept engine's key."""
-    rollout_tokens = KV_MARGIN * max_num_seqs * (longest_prompt + run.rollout.max_new_tokens)
-    tokens = max(rollout_tokens, model_config.max_position_embeddings)
+    """A KV cache that holds one step's rollouts at once, every sequence at its longest (no preemption: the step
+    decodes in one batch). `longest_prompt` is the data's longest, whatever a seed's order: the size is part of a
+    kept engine's key."""
+    tokens = KV_MARGIN * max_num_seqs * (longest_prompt + run.rollout.max_new_tokens)
     return int(tokens * kv_bytes_per_token(model_config, run.rollout.kv_cache_dtype))
 
 
@@ -124,6 +123,7 @@ def plan_rollout_engine(run: RunConfig, world_size: int, free_bytes: int, total_
                      f"{'>' if sleep else '<='} {free_bytes / gb:.0f} GB free")
     return RolloutEnginePlan(sleep=sleep, sleep_why=sleep_why, serves_eval=shared, serves_eval_why=serves_why,
                              # never shorter than a rollout: vLLM ends a request at max_model_len without an error
-                             max_model_len=max(e.max_model_len, longest_prompt + r.max_new_tokens) if shared else None,
+                             max_model_len=max(e.max_model_len, longest_prompt + r.max_new_tokens) if shared
+                             else longest_prompt + r.max_new_tokens,
                              max_num_seqs=max(rollout_seqs, e.max_num_seqs) if shared else rollout_seqs,
                              kv_cache_bytes=kv_bytes, engine_bytes=engine)

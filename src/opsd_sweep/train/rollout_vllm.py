@@ -123,7 +123,7 @@ class VLLMRollout:
                                  lambda: start_engine(run, device, rank, plan),
                                  refresh=_fresh_cache, replaceable=False)
         self.llm, self.engine_bytes = self.engine.llm, self.engine.engine_bytes
-        self.max_model_len = plan.max_model_len  # None: the model's own context length
+        self.max_model_len = plan.max_model_len
         self.expected_params = _fused_count(name for name, _ in self.lora_layers)
 
     @property
@@ -154,11 +154,10 @@ class VLLMRollout:
         for out in outputs:
             sample = out.outputs[0]
             if sample.finish_reason == "length" and len(sample.token_ids) < cfg.max_new_tokens:
-                context = self.max_model_len or "the model's own"
                 raise RuntimeError(f"vLLM ended a rollout at {len(sample.token_ids)} of rollout.max_new_tokens="
                                    f"{cfg.max_new_tokens} tokens: its {len(out.prompt_token_ids)}-token prompt and "
-                                   f"completion reached the engine's max_model_len ({context}); the run would train on "
-                                   "cut rollouts. Shorten the prompts or raise eval.max_model_len")
+                                   f"completion reached the engine's max_model_len ({self.max_model_len}); the run "
+                                   "would train on cut rollouts. Shorten the prompts or raise eval.max_model_len")
             ids, _ = trim_completion(list(sample.token_ids), eos)
             completions.append(ids)
             hit_cap.append(sample.finish_reason == "length")

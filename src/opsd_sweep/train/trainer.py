@@ -366,7 +366,9 @@ class OPSDTrainer:
         adapter as a LoRARequest, with the merged weights and with the base weights (merge_check.py)."""
         e = self.run.eval
         merged = merge_adapter(engine_spec(self.run, final), self.run_dir.eval_dir / MERGED_DIR)
-        prompts = render_eval_prompts(self.tokenizer, e, load_problems(e))[:MAX_CHECK_PROMPTS]
+        # cut to the rollout engine's context (the longest rollout): the check needs positions, not whole prompts
+        context = self.rollout.max_model_len - 1
+        prompts = [p[:context] for p in render_eval_prompts(self.tokenizer, e, load_problems(e))[:MAX_CHECK_PROMPTS]]
         self.rollout.restore_base()
         with_adapter = self.rollout.prompt_logprobs(prompts, adapter=final)
         base = self.rollout.prompt_logprobs(prompts, adapter=None)
