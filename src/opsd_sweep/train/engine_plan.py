@@ -2,9 +2,10 @@
 
 - Size: an engine that only rolls out (eval.engine=own, the default) gets a KV cache sized to one step's rollouts
   (vLLM's kv_cache_memory_bytes): every sequence of the step at its longest, with a margin, and a context of the
-  longest rollout (the model's own, 40k-262k tokens, would set vLLM's minimum KV cache at one such sequence). A share of the GPU (rollout.gpu_memory_utilization, 0.5) left the trainer
-  too little on an 80 GB GPU, so the engine slept through every step. An engine that also evaluates
-  (eval.engine=rollout) takes that share, for the evaluation's batch.
+  longest rollout (the model's own, 40k-262k tokens, would set vLLM's minimum KV cache at one such sequence).
+  A share of the GPU (rollout.gpu_memory_utilization, 0.5) left the trainer too little on an 80 GB GPU, so the
+  engine slept through every step. An engine that also evaluates (eval.engine=rollout) takes that share, for the
+  evaluation's batch.
 - Sleep (`rollout.vllm_sleep`, null = auto): offloading the engine's weights and dropping its KV cache
   around every training step costs 0.6-0.9 s a step (H200, H100), so auto sleeps only when the engine
   plus the trainer's estimated peak would not fit in the free memory. Neither sleeping nor the KV cache's size

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
-
-import time
 
 import torch
 
