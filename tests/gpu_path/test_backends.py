@@ -187,9 +187,18 @@ def test_a_kept_rollout_engine_is_not_reused_for_another_kv_cache_dtype_or_model
         run = paper_run(*overrides)
         return engine_key(run, plan_engine(run, 1, 137 * GB, 141 * GB, 10 * GB, 300), "cuda:0")
 
-    assert key() == key("learning_rate=3e-5", "clip=0.1")  # the trainer's knobs: the same engine serves
+    assert key() == key("learning_rate=3e-5", "clip=0.1", "seed=2")  # the trainer's knobs: the same engine serves
     assert key("rollout.kv_cache_dtype=fp8") != key()
     assert key("model.path=/models/other") != key()
+    assert key("rollout.max_new_tokens=2048") != key()  # longer rollouts: a larger KV cache and context
+
+
+def test_a_kept_rollout_engine_is_not_reused_for_data_with_a_longer_prompt():
+    from opsd_sweep.train.rollout_vllm import engine_key
+
+    run = paper_run()
+    keys = [engine_key(run, plan_engine(run, 1, 76 * GB, 80 * GB, 10 * GB, longest), "cuda:0") for longest in (300, 301)]
+    assert keys[0] != keys[1]
 
 
 def test_a_merged_weights_eval_runs_on_the_rollout_engine_and_the_old_base_weights_scores_stay_wrong(monkeypatch,

@@ -250,3 +250,20 @@ def test_profile_step_writes_that_steps_kernel_table_and_marks_its_line(world, t
     assert "Self CPU time total" in table and "aten::" in table
     assert [line.get("profiled", False) for line in read_metrics(run_dir)] == [False, True, False]
     assert sorted(p.name for p in run_dir.train_dir.glob("profile_step*")) == ["profile_step2.txt"]
+
+
+def test_the_rollout_engine_is_sized_from_the_datas_longest_prompt_whatever_the_seeds_order(world, tmp_path):
+    """The longest student prompt sizes the vLLM rollout engine and is in a kept engine's key: taken from the first
+    rows of a seed's shuffled order, it changed with the seed, and a phase worker started every seed afresh."""
+    rows = [json.loads(line) for line in (world / "train.jsonl").read_text().splitlines()]
+    rows[37]["problem"] += " Then check the result twice." * 6  # the one longest prompt, somewhere in the data
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    orders = set()
+    for seed in (1, 2, 3):
+        run = train_run(world, tmp_path, f"data.path={data}", f"seed={seed}")
+        trainer = OPSDTrainer(run, make_run_dir(tmp_path / f"s{seed}", run))
+        trainer.setup()
+        orders.add(tuple(row["id"] for row in trainer.rows))
+        assert trainer._longest_student_prompt() == len(trainer._student_prompt(rows[37]))
+    assert len(orders) == 3  # three orders of the data, one size

@@ -122,9 +122,7 @@ class OPSDTrainer:
         prepare_vllm_process(self.run.cache_dir)
         free, total = torch.cuda.mem_get_info(acc.device)
         free += kept_engine_bytes()  # a phase worker's engine from the last cycle: planned as if not started
-        # every row's student prompt, not the first of this seed's order: the engine's KV cache is sized from it, and
-        # a phase worker keeps its engine for the next seed only when that size is the same
-        longest = max(len(self._student_prompt(row)) for row in self.rows)
+        longest = self._longest_student_prompt()
         model_config = self.peft_model.get_base_model().config
         step_bytes = training_step_bytes(self.run, model_config, longest)
         self.engine_plan = plan = plan_rollout_engine(self.run, acc.num_processes, free, total, step_bytes, longest,
@@ -199,6 +197,11 @@ class OPSDTrainer:
             start = step * t.global_batch_size + (micro * acc.num_processes + acc.process_index) * size
             out += [self.rows[(start + i) % len(self.rows)] for i in range(size)]
         return out
+
+    def _longest_student_prompt(self) -> int:
+        """Over every row, not the first of this seed's order: the rollout engine is sized from it, and a phase
+        worker keeps its engine for the next seed only when that size is the same."""
+        return max(len(self._student_prompt(row)) for row in self.rows)
 
     def _student_prompt(self, problem: dict) -> list[int]:
         return render_prompt_ids(self.tokenizer, self.t.student_prompt.format(problem=problem["problem"]),
