@@ -43,7 +43,10 @@ def main(argv: list[str] | None = None) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0")
     with open(out / "profile_sweep.log", "w") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
-    (run_dir,) = (results / group).glob("*-s3-*")
+    run_dirs = sorted((results / group).glob("*-s3-*"))
+    if not run_dirs:
+        raise SystemExit(f"the sweep exited {code} before it made its run dir; see {out / 'profile_sweep.log'}")
+    run_dir = run_dirs[-1]
     table = run_dir / "train" / f"profile_step{args.steps}.txt"
     shutil.copy(run_dir / "metrics.jsonl", out / "metrics.jsonl")
     for found in (table, run_dir / "eval" / CHECK_FILE):
