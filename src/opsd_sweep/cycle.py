@@ -354,7 +354,7 @@ def _run_phase(phase: str, run: RunConfig, run_dir: RunDir, gpus: list[str]) -> 
             returncode = worker_client.run_phase(worker, phase, str(run_dir.path), env, str(log))
         except worker_client.WorkerDied as err:
             raise PhaseFailed(phase, f"stopped: {err}", log) from None
-    if returncode in (None, worker_client.FRESH_PROCESS):
+    if returncode in (None, worker_client.FRESH_PROCESS, worker_client.BESIDE):
         _log_header(log, phase)
         with open(log, "a") as handle:
             returncode = subprocess.run(phase_command(phase, run_dir, gpus, run.train.strategy), stdout=handle,
@@ -369,6 +369,14 @@ def _log_header(log: Path, what: str) -> None:
     """The line each start of a phase begins its part of the log with (last_error_line reads after it)."""
     with open(log, "a") as handle:
         handle.write(f"\n=== {utc_now()} {what} ===\n")
+
+
+_PHASE_START = re.compile(r"=== \S+ (?:phase worker (\d+): )?(train|evaluate) ===")
+
+
+def phase_starts(log: Path, phase: str) -> list[int | None]:
+    """Where each start of `phase` in its log ran: the phase worker's pid, or None for a process of its own."""
+    return [int(pid) if pid else None for pid, name in _PHASE_START.findall(log.read_text()) if name == phase]
 
 
 # --- hooks for the launchers (hydra.launcher.validate / on_lost / probe in conf/hydra/launcher/) ---

@@ -7,8 +7,9 @@ shape (or takes real weights with --model PATH), runs a 2-seed sweep through `py
 and checks what a user relies on: both runs done, one metrics line per step, a complete eval.json
 per run, the summary written. Prints per-phase seconds,
 the steady step and each cycle's fixed cost (everything that is not steady steps or generating the
-evaluation's tokens: process starts, loading, engine start, compiles, checkpoints, grading); the
-second cycle starts with the first one's compile caches. Writes OUT/gpu_check.json.
+evaluation's tokens: process starts, loading, engine start, compiles, checkpoints, grading). The
+second cycle must train in the first one's phase worker, on its kept student and rollout engine (the
+evaluation's own engine runs beside the worker, not in place of it). Writes OUT/gpu_check.json.
 
     make gpu-check                       # = python -m opsd_sweep.gpu_check --work .cache/opsd_sweep/gpu_check
     python -m opsd_sweep.gpu_check --model /models/Qwen3-1.7B --steps 5
@@ -27,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from opsd_sweep import random_world
+from opsd_sweep.cycle import phase_starts
 from opsd_sweep.evaluate.merge_check import CHECK_FILE
 from opsd_sweep.run.rundir import RunDir, read_json_or_none
 from opsd_sweep.train.step_parity import TOLERANCE, check_step_parity
@@ -107,7 +109,18 @@ def cycle_figures(run_dir: Path, steps: int, eval_samples: int, n_eval: int) -> 
             "first_step_parts_s": step_parts(lines[0]), "steady_step_parts_s": step_parts(last),
             "eval_generation_s": timing["generation_seconds"], "eval_grading_s": timing["grading_seconds"],
             "fixed_cost_s": round(cycle - steps * steady - timing["generation_seconds"], 1),
-            "trainer_peak_gb": last.get("peak_mem_gb"), "engine_gb": last.get("engine_mem_gb")}
+            "trainer_peak_gb": last.get("peak_mem_gb"), "engine_gb": last.get("engine_mem_gb"),
+            "train_worker": phase_starts(RunDir(run_dir).log("train"), "train")[-1]}
+
+
+def check_kept_worker(cycles: list[dict]) -> None:
+    """The second cycle trains in the first one's phase worker: a new worker builds and compiles the student
+    and starts the rollout engine again (145 s of an H100 cycle, 2026-12-06)."""
+    cold_worker, warm_worker = (c["train_worker"] for c in cycles)
+    if cold_worker is None or warm_worker != cold_worker:
+        where = f"phase worker {warm_worker}" if warm_worker else "a process of its own"
+        raise CheckFailed(f"the second cycle trained in {where}, not in the first cycle's phase worker {cold_worker}: "
+                          "it built its student and rollout engine again")
 
 
 def step_parts(line: dict) -> dict:
@@ -162,13 +175,14 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"[gpu-check] {label} cycle {c['run']}: {c['phase_seconds']} | rollout {c['rollout_backend']}, eval "
               f"{c['eval_backend']} ({c['eval_engine']}, {c['eval_serving']}) | step 1 {c['first_step_s']} s {c['first_step_parts_s']}, steady {c['steady_step_s']} s "
               f"{c['steady_step_parts_s']} | eval generation {c['eval_generation_s']} s | fixed cost "
-              f"{c['fixed_cost_s']} s | trainer peak {c['trainer_peak_gb']} GB, engine {c['engine_gb']} GB", flush=True)
+              f"{c['fixed_cost_s']} s | phase worker {c['train_worker']} | trainer peak {c['trainer_peak_gb']} GB, engine {c['engine_gb']} GB", flush=True)
     for c in cycles:
         if c["merge_check"]:
             m = c["merge_check"]
             print(f"[gpu-check] merge check {c['run']}: mean |Δ log p| {m['mean_abs_diff']} (max {m['max_abs_diff']}, "
                   f"adapter effect {m['adapter_mean_abs_effect']}) over {m['positions']} positions, tolerance "
                   f"{m['tolerance']}: {'passed' if m['passed'] else 'FAILED (served as a LoRARequest)'}", flush=True)
+    check_kept_worker(cycles)
     print(f"[gpu-check] PASSED: 2 cycles done in {report['sweep_wall_s']} s; {out / 'gpu_check.json'}", flush=True)
     return report
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opsd_sweep.config import load_run_config
-from opsd_sweep.gpu_check import CheckFailed, cycle_figures, sweep_args
+from opsd_sweep.gpu_check import CheckFailed, check_kept_worker, cycle_figures, sweep_args
 from tests.conftest import compose
 
 
@@ -26,6 +26,8 @@ def write_run(root: Path, steps: list[int], samples_per_problem: int, merge_chec
     run_dir = root / "lr5e-06-s1-abcd1234"
     (run_dir / "train").mkdir(parents=True)
     (run_dir / "eval").mkdir()
+    (run_dir / "logs").mkdir()  # a cycle's headers, as cycle._run_phase writes them: trained in phase worker 4242
+    (run_dir / "logs/train.log").write_text("\n=== 2026-12-06T20:00:00Z phase worker 4242: train ===\n[train] ...\n")
     (run_dir / "status.json").write_text(json.dumps({"state": "done", "phase_seconds": {"train": 100.0, "evaluate": 20.0}}))
     lines = [{"step": s, "step_seconds": 40.0 if s == 1 else 5.0, "time_rollout": 30.0 if s == 1 else 3.0, "rollout_backend": "vllm",
               "peak_mem_gb": 50.0, "engine_mem_gb": 74.0} for s in steps]
@@ -47,6 +49,15 @@ def test_a_good_run_gives_its_steady_step_and_fixed_cost(tmp_path):
     assert figures["steady_step_parts_s"] == {"rollout": 3.0} and figures["first_step_parts_s"] == {"rollout": 30.0}
     assert figures["rollout_backend"] == "vllm"
     assert figures["eval_serving"] == "vllm merge_lora" and figures["merge_check"]["passed"]
+    assert figures["train_worker"] == 4242
+
+
+def test_a_second_cycle_that_did_not_train_in_the_first_ones_worker_fails_the_check():
+    check_kept_worker([{"train_worker": 4242}, {"train_worker": 4242}])
+    with pytest.raises(CheckFailed, match="trained in phase worker 5150, not in the first cycle's phase worker 4242"):
+        check_kept_worker([{"train_worker": 4242}, {"train_worker": 5150}])
+    with pytest.raises(CheckFailed, match="trained in a process of its own"):
+        check_kept_worker([{"train_worker": 4242}, {"train_worker": None}])
 
 
 def test_a_vllm_cycle_whose_merge_check_never_ran_fails_the_check(tmp_path):

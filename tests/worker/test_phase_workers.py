@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from opsd_sweep.cycle import phase_starts
 from tests.conftest import run_sweep
 from tests.orchestration.conftest import TINY, has_checkpoint, run_dirs, start_sweep, status, steps_logged, wait_until
 
@@ -22,13 +22,11 @@ pytestmark = pytest.mark.slow
 
 ONE_SLOT = ["hydra.launcher.max_parallel=1"]  # one CPU worker runs every cycle, one after another
 TIMING = {"step_seconds", "tokens_per_s", "rollout_tokens_per_s"}  # metrics.jsonl's clock readings (+ time_*)
-HEADER = re.compile(r"=== \S+ (?:phase worker (\d+): )?(train|evaluate) ===")
 
 
 def phase_workers(run_dir: Path, phase: str = "train") -> list[int | None]:
     """The worker pid of each start of the phase in its log (None: a process of its own)."""
-    log = run_dir / "logs" / ("train.log" if phase == "train" else "eval.log")
-    return [int(pid) if pid else None for pid, name in HEADER.findall(log.read_text()) if name == phase]
+    return phase_starts(run_dir / "logs" / ("train.log" if phase == "train" else "eval.log"), phase)
 
 
 def metrics(run_dir: Path) -> list[dict]:

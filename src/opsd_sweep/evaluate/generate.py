@@ -30,7 +30,7 @@ def open_engine(spec: EngineSpec, device: str) -> Engine:
     """Start the engine the spec names on `device` ("cpu" or "cuda"; vllm always uses the visible GPUs)."""
     if spec.backend == "hf":
         if device == "cuda" and warm.kept("rollout_engine") is not None:
-            raise warm.NeedsFreshProcess("this evaluation loads a model onto the GPU that the kept vLLM engine holds")
+            raise warm.RunsBeside("this evaluation loads a model onto the GPU beside the kept vLLM engine")
         return HFEngine.from_spec(spec, device)
     if spec.backend == "vllm":
         return VLLMEngine(spec)

@@ -93,8 +93,8 @@ class VLLMEngine:
     def _start(spec: EngineSpec, lora: bool):
         from vllm import EngineArgs, LLMEngine
 
-        if warm.active():  # what a phase worker keeps (the student, maybe an engine) holds part of the GPU
-            raise warm.NeedsFreshProcess("this evaluation starts a vLLM engine of its own, sized for an empty GPU")
+        if warm.active():  # its own process: the engine is sized by the memory the worker's sleeping objects leave
+            raise warm.RunsBeside("this evaluation starts a vLLM engine of its own")
         prepare_vllm_process()  # spawn, not fork, the engine core: this process may have touched CUDA
         lora_args = ({"enable_lora": True, "max_loras": 1,
                       "max_lora_rank": lora_rank_bound(spec.adapter_path)} if lora else {})

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 ADDRESS, PID = "OPSD_PHASE_WORKER", "OPSD_PHASE_WORKER_PID"
 FRESH_PROCESS = 75  # the worker's answer for a phase it cannot run warm (warm.NeedsFreshProcess); it then exits
+BESIDE = 76  # the answer for a phase to run in a process of its own beside the worker (warm.RunsBeside); it stays
 
 
 class WorkerDied(RuntimeError):
@@ -28,8 +29,9 @@ def assigned_worker() -> tuple[str, int] | None:
 
 def run_phase(worker: tuple[str, int], phase: str, run_dir: str, env: dict[str, str], log: str) -> int:
     """The phase's exit status, run by `worker`; raise WorkerDied if it ended without one. A worker ends
-    after a phase that did not succeed: then this returns once it is gone, so that its GPU memory is free
-    (for FRESH_PROCESS: the phase's own process) and the launcher never hands it to the next cycle."""
+    after a phase that did not succeed (BESIDE aside: it stays for the next cycle): then this returns once
+    it is gone, so that its GPU memory is free (for FRESH_PROCESS: the phase's own process) and the
+    launcher never hands it to the next cycle."""
     address, pid = worker
     request = json.dumps({"phase": phase, "run_dir": run_dir, "env": env, "log": log}).encode() + b"\n"
     with _pidfd(pid) as handle, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -45,7 +47,7 @@ def run_phase(worker: tuple[str, int], phase: str, run_dir: str, env: dict[str, 
         if not reply:
             raise WorkerDied(f"phase worker {pid} died (killed or crashed) before the phase ended")
         returncode = int(json.loads(reply)["returncode"])
-        if returncode != 0 and handle is not None:
+        if returncode not in (0, BESIDE) and handle is not None:
             select.select([handle], [], [], 60)
     return returncode
 

@@ -3,8 +3,9 @@ FD (bound by the launcher, so a cycle can connect before this process is up).
 
 One connection is one phase: the cycle sends {phase, run_dir, env, log} as a JSON line; the worker runs
 the phase in-process under exactly that environment, with its stdout and stderr appended to the log as
-a phase process's would be, and answers {"returncode": N}. A phase that fails ends the worker after the
-answer (a crash can leave a half-built model or a broken CUDA context behind); the launcher starts a
+a phase process's would be, and answers {"returncode": N}. A phase that needs the GPU for an engine of
+its own gets BESIDE: the cycle runs it in a process of its own while the worker waits, its kept objects
+asleep, for the next cycle. A phase that fails ends the worker after the answer (a crash can leave a half-built model or a broken CUDA context behind); the launcher starts a
 new one for the next cycle. A cycle process that goes away mid-phase (killed, interrupted) closes the
 connection, and the worker exits at once, so nothing keeps writing into a run dir nobody owns.
 """
@@ -22,7 +23,7 @@ import traceback
 from collections.abc import Iterator
 
 from opsd_sweep.worker import warm
-from opsd_sweep.worker.client import FRESH_PROCESS
+from opsd_sweep.worker.client import BESIDE, FRESH_PROCESS
 
 # what `python -m opsd_sweep.train RUN_DIR` / `python -m opsd_sweep.evaluate RUN_DIR` run
 PHASES = {"train": ("opsd_sweep.train.trainer", "run_phase"),
@@ -48,7 +49,7 @@ def serve(listener: socket.socket) -> int:
             warm.release_memory()
             watch.finished()
             conn.sendall(json.dumps({"returncode": code}).encode() + b"\n")
-        if code != 0:
+        if code not in (0, BESIDE):
             return code
 
 
@@ -72,6 +73,10 @@ def run_phase(phase: str, run_dir: str) -> int:
     except warm.NeedsFreshProcess as err:
         print(f"[phase worker] {err}: the phase runs in a process of its own", flush=True)
         return FRESH_PROCESS
+    except warm.RunsBeside as err:
+        print(f"[phase worker] {err}: the phase runs in a process of its own; this worker stays for the next "
+              "cycle", flush=True)
+        return BESIDE
     except SystemExit as err:  # sys.exit("message") prints the message and means 1, as in a process
         if err.code is None or isinstance(err.code, int):
             return err.code or 0

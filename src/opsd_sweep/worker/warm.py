@@ -41,6 +41,13 @@ class NeedsFreshProcess(RuntimeError):
     runs in a process of its own instead, and the worker makes way for a new one."""
 
 
+class RunsBeside(RuntimeError):
+    """This phase needs most of the GPU for an engine of its own (the evaluation's vLLM engine, or its
+    model for HF generate): it runs in a process of its own beside the worker, which stays, holding only
+    what it keeps asleep (the trainer sleeps its rollout engine when the evaluation does not use it), so
+    the next cycle trains on the kept student and engine instead of building them again."""
+
+
 def reuse(slot: str, key: Hashable, build: Callable[[], Any], refresh: Callable[[Any], None] | None = None,
           replaceable: bool = True):
     """The object kept in `slot` if it was built under an equal `key` (after `refresh` on it), else
