@@ -43,7 +43,8 @@ step() {  # name, command...: run one measurement, log its exit status, go on to
     local name=$1; shift
     echo "$(date -u +%H:%M:%S) $name started" >> "$OUT/progress.log"
     "$@" > "$OUT/$name.log" 2>&1
-    echo "$(date -u +%H:%M:%S) $name exit $?" >> "$OUT/progress.log"
+    local code=$?  # before the $(date) below, which would put its own status in $?
+    echo "$(date -u +%H:%M:%S) $name exit $code" >> "$OUT/progress.log"
 }
 part() {  # name, probe options...: issue 39's measured part (96 published-length requests, traced, cut at $TIME_LIMIT s)
     local name=$1; shift

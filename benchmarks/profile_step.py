@@ -23,6 +23,7 @@ from pathlib import Path
 from opsd_sweep import random_world
 from opsd_sweep.evaluate.merge_check import CHECK_FILE
 from opsd_sweep.gpu_check import step_parts, sweep_args
+from opsd_sweep.run.rundir import RunDir
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,11 +49,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"the sweep exited {code} before it made its run dir; see {out / 'profile_sweep.log'}")
     run_dir = run_dirs[-1]
     table = run_dir / "train" / f"profile_step{args.steps}.txt"
-    shutil.copy(run_dir / "metrics.jsonl", out / "metrics.jsonl")
+    metrics = RunDir(run_dir).metrics
+    shutil.copy(metrics, out / "metrics.jsonl")
     for found in (table, run_dir / "eval" / CHECK_FILE):
         if found.exists():
             shutil.copy(found, out / found.name)
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
     for line in lines:
         print(f"step {line['step']}{' (profiled)' if line.get('profiled') else ''}: {line['step_seconds']:.2f} s "
               f"{step_parts(line)}")
