@@ -17,7 +17,8 @@ from opsd_sweep.costs.decision_model import (World, DifficultyModel, eval_length
 from opsd_sweep.costs.measured import GPU_COSTS
 from opsd_sweep.plan.prior import lengths_for
 
-RECORDS = {"H200": "eval_step_model_2026-12-04_published_part.json", "H100": "eval_step_model_2026-12-05_h100_auto_share0.9.json"}
+RECORDS = {"H200": "eval_step_model_2026-12-04_published_part.json",
+           "H100": "eval_step_model_2026-12-05_h100_auto_without_adapter_share0.9.json"}
 
 
 @pytest.mark.parametrize("gpu", sorted(GPU_COSTS))

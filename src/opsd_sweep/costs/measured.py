@@ -3,7 +3,7 @@
 A run's GPU-seconds are its training steps x the steady step, plus its eval samples priced by the step model
 fitted to a traced real-length eval part on that GPU (decision_model.CostModel: a sample of n tokens after a
 prompt of P costs n a / C + b (P n + n (n + 1) / 2)). Every figure names the record it was read from;
-tests/benchmarks/test_measured_costs.py checks them against those records.
+tests/costs/test_eval_costs.py checks them against those records.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ H200 = GpuCosts(
     "eval_step_model_2026-12-04_published_part.json: a 96-request part at the published lengths on the cycle's "
     "engine (LoRARequest), 64 sequences decoding together",
 )
-# The H100's eval is the cycle's default path since eval.engine=own: an engine of its own at 0.9 of the GPU, the
-# adapter as a LoRARequest (a short adapter fails the merge check: its delta rounds away in bf16). A part on that path
-# on 2026-12-06 ran step for step within 0.1% of this record. C is the concurrency at which the step model gives the
-# record's own 360-sample projection (3,692.5 s at the published lengths).
+# The H100's eval is the cycle's default path for a recipe-length adapter: an engine of its own at 0.9 of the GPU
+# serving merged weights. A 100-step adapter (lr 2e-5) passed the merge check on 2026-12-06 (0.0189 nats against
+# its effect 0.605); a 3-step one fails it and is served as a LoRARequest instead (1.39x its floor, not 1.25x).
+# C is the concurrency at which the step model gives the record's own 360-sample projection (3,366.9 s).
 H100 = GpuCosts(
-    "H100", 5.85, "make gpu-check on 11b9bb3 (2026-12-06): the warm cycle's steady step, the engine awake",
-    0.005902461267508846, 0.03630075298040891, 46,
-    "eval_step_model_2026-12-05_h100_auto_share0.9.json: a 96-request part at the published lengths on an engine of "
-    "its own at 0.9 of the GPU (LoRARequest), C fitted to its 360-sample projection",
+    "H100", 5.76, "benchmarks/gpu_session.sh merge_100 on a394880 (2026-12-06): the median step of a 100-step cycle",
+    0.003679087189784381, 0.03623086809119496, 45,
+    "eval_step_model_2026-12-05_h100_auto_without_adapter_share0.9.json: a 96-request part at the published lengths "
+    "on an engine of its own at 0.9 of the GPU, merged weights, C fitted to its 360-sample projection",
 )
 GPU_COSTS = {costs.kind: costs for costs in (H200, H100)}
