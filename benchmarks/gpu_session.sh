@@ -17,6 +17,11 @@
 #                (benchmarks/profile_step.py; after gpu_check, its world; ~3 min)
 #   merge_100    the same for a recipe-length adapter, 100 steps at learning_rate 2e-5: does its delta survive the
 #                bf16 merge (its merge_check.json)? A 3-step adapter's does not. ~11 min on an H100
+#   merge_20     the same at 20 steps (~4 min on an H100): an adapter whose effect outgrows the merge's bf16 rounding
+#                (100 steps passed the merge check on 2026-12-06, 0.0189 nats against 0.605), for eval_cycle_merged
+#   eval_cycle_merged  eval_cycle's part as the cycle serves the newest merge_* run's checkpoint (after merge_20 or
+#                merge_100): merged weights on an engine of its own where its merge check passed, the path a
+#                recipe-length adapter takes (issue 49's done-when)
 #   eval_rollout the same part on the engine set-up before eval.engine=own (--override eval.engine=rollout: the
 #                rollout engine's share, the adapter as a LoRARequest): the baseline, on the same machine
 #   eval_fp8     the same with eval.kv_cache_dtype=fp8 (its own engine at 0.9): half the KV bytes a token
@@ -51,12 +56,17 @@ part() {  # name, probe options...: issue 39's measured part (96 published-lengt
     step "$name" python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/$name" --eval-only --adapter init \
         --eval-problems 8 --lengths published --length-seed "${LENGTH_SEED:-1}" --time-limit "${TIME_LIMIT:-840}" "$@"
 }
+cycle_part() {  # name, run dir: the same part as the cycle serves that run's final checkpoint (its config, merge check)
+    local name=$1 run_dir=$2
+    step "$name" python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/$name" --eval-only --adapter-from "$run_dir" \
+        --eval-problems 8 --lengths published --length-seed "${LENGTH_SEED:-1}" --time-limit "${TIME_LIMIT:-840}"
+}
 steps=("${@:2}")
 [ ${#steps[@]} -gt 0 ] || steps=(gpu_check eval_part)
 for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time is spent
     case $name in
-        gpu_check|eval_part|eval_cycle|step_profile|merge_100|eval_rollout|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
-        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_cycle, step_profile, merge_100, eval_rollout, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
+        gpu_check|eval_part|eval_cycle|eval_cycle_merged|step_profile|merge_100|merge_20|eval_rollout|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
+        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_cycle, eval_cycle_merged, step_profile, merge_100, merge_20, eval_rollout, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
                 "eval_default)"; exit 2 ;;
     esac
 done
@@ -64,12 +74,13 @@ for name in "${steps[@]}"; do
     case $name in
         gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
         eval_part) part eval_part ;;
-        eval_cycle) step eval_cycle python3 -m benchmarks.bench_cycle --work /tmp/be --out "$OUT/eval_cycle" --eval-only \
-                        --adapter-from "$(ls -d /tmp/gc/results/gpu-check/*-s1-* | head -1)" --eval-problems 8 \
-                        --lengths published --length-seed "${LENGTH_SEED:-1}" --time-limit "${TIME_LIMIT:-840}" ;;
+        eval_cycle) cycle_part eval_cycle "$(ls -d /tmp/gc/results/gpu-check/*-s1-* | head -1)" ;;
+        eval_cycle_merged) cycle_part eval_cycle_merged "$(ls -td /tmp/gc/profile_results/steps*-lr2e-05/*-s3-* | head -1)" ;;
         step_profile) step step_profile python3 -m benchmarks.profile_step --work /tmp/gc --out "$OUT/step_profile" ;;
         merge_100) step merge_100 python3 -m benchmarks.profile_step --work /tmp/gc --out "$OUT/merge_100" --steps 100 \
                        --learning-rate 2e-5 ;;
+        merge_20) step merge_20 python3 -m benchmarks.profile_step --work /tmp/gc --out "$OUT/merge_20" --steps 20 \
+                      --learning-rate 2e-5 ;;
         eval_rollout) part eval_rollout --override eval.engine=rollout ;;
         eval_whole) part eval_whole --eval-engine-share 0.9 ;;
         eval_merged) part eval_merged --eval-without-adapter ;;
