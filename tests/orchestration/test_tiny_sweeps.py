@@ -26,7 +26,8 @@ def test_two_gpu_slots_run_four_one_gpu_cycles_two_at_a_time_on_disjoint_gpus(tm
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     statuses = [status(d) for d in run_dirs(tmp_path).values()]
     assert len(statuses) == 4 and {s["state"] for s in statuses} == {"done"}
-    assert sorted(s["gpus"][0] for s in statuses) == ["5", "5", "7", "7"]
+    # both GPUs serve (the first two cycles start together); which slot frees first and takes a third is the CPU's
+    assert {s["gpus"][0] for s in statuses} == {"5", "7"}
     spans = [(interval(s), s["gpus"]) for s in statuses]
     overlaps = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:] if a[0][0] < b[0][1] and b[0][0] < a[0][1]]
     assert overlaps, "two GPU slots but no two cycles ran at the same time"
