@@ -193,6 +193,17 @@ def test_a_kept_rollout_engine_is_not_reused_for_another_kv_cache_dtype_or_model
     assert key("rollout.max_new_tokens=2048") != key()  # longer rollouts: a larger KV cache and context
 
 
+def test_a_kept_rollout_engine_serves_a_cycle_that_sleeps_in_its_steps_where_the_last_one_did_not():
+    """Whether the steps sleep follows the free memory, which a kept engine asleep beside the last cycle's eval
+    lowers a little: that alone must not send the next cycle to a new worker (a new student, compiles, engine)."""
+    from opsd_sweep.train.rollout_vllm import engine_key
+
+    run = paper_run()
+    awake, asleep = (plan_engine(run, 1, free * GB, 80 * GB, 51 * GB, 300) for free in (76, 60))
+    assert not awake.sleep and asleep.sleep
+    assert engine_key(run, awake, "cuda:0") == engine_key(run, asleep, "cuda:0")
+
+
 def test_a_kept_rollout_engine_is_not_reused_for_data_with_a_longer_prompt():
     from opsd_sweep.train.rollout_vllm import engine_key
 

@@ -81,9 +81,11 @@ def start_engine(run: RunConfig, device, rank: int, plan: RolloutEnginePlan) -> 
 
 def engine_key(run: RunConfig, plan: RolloutEnginePlan, device) -> tuple:
     """Everything start_engine builds the engine from: a phase worker reuses its engine only under an equal key.
-    The model by its content (warm.model_identity): weights rewritten at its path need another engine."""
+    The model by its content (warm.model_identity): weights rewritten at its path need another engine. Not
+    whether it sleeps in the steps (plan.sleep, from the free memory): every engine can, and a kept engine asleep
+    beside the last cycle's eval leaves a little less free than a new one would."""
     return (warm.model_identity(run), run.model.dtype, run.rollout.gpu_memory_utilization,
-            rank_bound(run.train.lora.r), plan.sleep, plan.max_model_len, plan.max_num_seqs, plan.kv_cache_bytes,
+            rank_bound(run.train.lora.r), plan.max_model_len, plan.max_num_seqs, plan.kv_cache_bytes,
             run.rollout.kv_cache_dtype, str(device))
 
 
