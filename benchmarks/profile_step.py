@@ -2,7 +2,7 @@
 recipe batch, 8 x 4 = 32 rollouts of 1,024 tokens) whose last step runs under torch.profiler (train.profile_step).
 
     PYTHONPATH=/tmp/site:$PWD/src python -m benchmarks.profile_step --work /tmp/gc --out $OUT/step_profile
-    ... --steps 100 --learning-rate 2e-5    # a recipe-length adapter: does it survive the bf16 merge? (~11 min, H100)
+    ... --steps 100 --learning-rate 2e-5    # a recipe-length adapter: does it survive the bf16 merge? (~13 min, H100)
 
 Takes the world gpu-check built under --work (or builds one), runs the cycle there (seed 3, its eval cut to one
 sample of 16 tokens), and copies out the profiled step's kernel table, with the GPU's busy share of the step, every
