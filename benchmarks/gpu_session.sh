@@ -17,7 +17,7 @@
 #                (benchmarks/profile_step.py; after gpu_check, its world; ~3 min)
 #   merge_100    the same for a recipe-length adapter, 100 steps at learning_rate 2e-5: does its delta survive the
 #                bf16 merge (its merge_check.json)? A 3-step adapter's does not; 100 steps pass. ~13 min on an H100
-#   merge_20     the same at 20 steps (~6 min on an H100, PROJECTED): an adapter whose effect outgrows the merge's bf16 rounding
+#   merge_20     the same at 20 steps (~6 min on an H100, PROJECTED): an adapter whose effect likely outgrows the merge's bf16 rounding (untested)
 #                (100 steps passed the merge check on 2026-12-06, 0.0189 nats against 0.605), for eval_cycle_merged
 #   eval_cycle_merged  eval_cycle's part as the cycle serves the newest merge_* run's checkpoint (after merge_20 or
 #                merge_100): merged weights on an engine of its own where its merge check passed, the path a
