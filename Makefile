@@ -53,7 +53,7 @@ CONFIRM_ARGS ?=
 confirm: install  ## fresh seeds of the best config and the baseline of CONFIRM_DIR (default results/tiny-demo) on a locked benchmark (eval=aime25) and the tuning one; CONFIRM_ARGS="--locked eval=hmmt25 --seeds 8 -- hydra/launcher=slurm_4gpu"
 	$(PY) -m opsd_sweep.confirm $(CONFIRM_DIR) $(CONFIRM_ARGS)
 
-test: install  ## the test suite (what CI runs; 13-18 min of pytest on 2 cores, BENCHMARKS.md's fresh-clone rows)
+test: install  ## the test suite (what CI runs; 13-19 min of pytest on 2 cores, BENCHMARKS.md's fresh-clone rows)
 	$(PY) -m pytest
 
 test-fast: install  ## the tests not marked slow (no real multi-process sweeps)
