@@ -15,6 +15,9 @@
 #                checkpoint and merge check; --adapter-from): the default eval.engine=own, merged where checked
 #   step_profile one more cycle of gpu_check's configuration whose last step runs under torch.profiler
 #                (benchmarks/profile_step.py; after gpu_check, its world; ~3 min)
+#   eval_profile the eval's decode step at a part's 96 sequences under vLLM's torch profiler, seeded and unseeded:
+#                kernel time by kind and the GPU's idle share (benchmarks/profile_eval_step.py; after gpu_check, its
+#                world; ~3 min)
 #   merge_100    the same for a recipe-length adapter, 100 steps at learning_rate 2e-5: does its delta survive the
 #                bf16 merge (its merge_check.json)? A 3-step adapter's does not; 100 steps pass. ~13 min on an H100
 #   merge_20     the same at 20 steps (~6 min on an H100, PROJECTED): an adapter whose effect likely outgrows the merge's bf16 rounding (untested)
@@ -65,8 +68,8 @@ steps=("${@:2}")
 [ ${#steps[@]} -gt 0 ] || steps=(gpu_check eval_part)
 for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time is spent
     case $name in
-        gpu_check|eval_part|eval_cycle|eval_cycle_merged|step_profile|merge_100|merge_20|eval_rollout|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
-        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_cycle, eval_cycle_merged, step_profile, merge_100, merge_20, eval_rollout, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
+        gpu_check|eval_part|eval_cycle|eval_cycle_merged|step_profile|eval_profile|merge_100|merge_20|eval_rollout|eval_whole|eval_merged|eval_fp8|compare_fp8|shared_tail|eval_default) ;;
+        *) echo "gpu_session: no step $name (gpu_check, eval_part, eval_cycle, eval_cycle_merged, step_profile, eval_profile, merge_100, merge_20, eval_rollout, eval_whole, eval_merged, eval_fp8, compare_fp8, shared_tail," \
                 "eval_default)"; exit 2 ;;
     esac
 done
@@ -77,6 +80,7 @@ for name in "${steps[@]}"; do
         eval_cycle) cycle_part eval_cycle "$(ls -d /tmp/gc/results/gpu-check/*-s1-* | head -1)" ;;
         eval_cycle_merged) cycle_part eval_cycle_merged "$(ls -td /tmp/gc/profile_results/steps*-lr2e-05/*-s3-* | head -1)" ;;
         step_profile) step step_profile python3 -m benchmarks.profile_step --work /tmp/gc --out "$OUT/step_profile" ;;
+        eval_profile) step eval_profile python3 -m benchmarks.profile_eval_step --work /tmp/gc --out "$OUT/eval_profile" ;;
         merge_100) step merge_100 python3 -m benchmarks.profile_step --work /tmp/gc --out "$OUT/merge_100" --steps 100 \
                        --learning-rate 2e-5 ;;
         merge_20) step merge_20 python3 -m benchmarks.profile_step --work /tmp/gc --out "$OUT/merge_20" --steps 20 \
