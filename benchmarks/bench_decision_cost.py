@@ -18,7 +18,8 @@ A further row, race_kauto_alloc_fp8kv_after_compare_pm3, is that design at FP8 K
 planner (opsd_sweep.inference.equivalence_plan) at the published noise, both arms at the published lengths.
 A race's max_seeds is the smallest of RACE_MAX_SEEDS (bench_race's, to 112) reaching 80% power on TUNING sweeps (as the
 fixed grid's seeds); every figure is then measured on fresh REPORT sweeps. What-if rows reprice the best design
-(FP8 KV halves the KV part; a cheaper training part) and a higher seed correlation.
+(FP8 KV halves the KV part; a cheaper training part) and a higher seed correlation; race_kauto_alloc_at_floors is the
+exact bf16 design with every cost at its floor (decision_model.floor_cost_model): what no faster engine goes below.
 
     python -m benchmarks.bench_decision_cost            # full run (~10-15 min on one core)
     python -m benchmarks.bench_decision_cost --quick    # smoke run (few sweeps; noisy figures)
@@ -42,7 +43,7 @@ from opsd_sweep.costs.decision_designs import Outcome, SamplePolicy, fixed_grid,
 from benchmarks.records import MEASURED, record_head, write_record
 from opsd_sweep.costs import length_model
 from opsd_sweep.costs.decision_model import (LENGTH_SPECS, LengthsByCorrectness, Sweep, World, default_world,
-                                             eval_lengths, measured_cost_model)
+                                             eval_lengths, floor_cost_model, measured_cost_model)
 from opsd_sweep.costs.measured import GPU_COSTS
 from opsd_sweep.inference.equivalence_plan import published_noise, samples_needed
 
@@ -90,6 +91,9 @@ def what_if_designs(run_sd: float, lengths: LengthsByCorrectness, gpu: str) -> d
                                                              "+ training at half the GPU-seconds (50 steps, or 2x step)"),
         "race_kauto_alloc_paired08_fp8kv_train_half": Design(AUTO_ALLOC, 0.8, "seed", fp8_half_train,
                                                              "+ a seed correlation of 0.8"),
+        "race_kauto_alloc_at_floors": Design(AUTO_ALLOC, world=default_world(run_sd, floor_cost_model(gpu), lengths),
+                                             note="exact bf16 at every floor: the training step at its projected "
+                                                  "floor, an eval step's fixed part at one read of the weights"),
     }
 
 

@@ -12,9 +12,9 @@ from benchmarks import bench_decision_cost
 from benchmarks.records import MEASURED
 from opsd_sweep.testing.rundirs import draw_correct, write_run
 from opsd_sweep.costs import length_model
-from opsd_sweep.costs.decision_model import (World, DifficultyModel, eval_lengths, measured_cost_model,
-                                             published_by_correctness)
-from opsd_sweep.costs.measured import GPU_COSTS
+from opsd_sweep.costs.decision_model import (World, DifficultyModel, eval_lengths, floor_cost_model,
+                                             measured_cost_model, published_by_correctness)
+from opsd_sweep.costs.measured import GPU_COSTS, WEIGHT_BYTES
 from opsd_sweep.plan.prior import lengths_for
 
 RECORDS = {"H200": "eval_step_model_2026-12-04_published_part.json",
@@ -33,6 +33,20 @@ def test_the_measured_costs_are_their_records_fits(gpu):
     seconds = float(measured_cost_model(gpu=gpu).sample_seconds(drawn).sum())
     projected = [p["seconds"] for p in record["projections"] if p["requests"] == 360]
     assert min(projected) * 0.95 <= seconds <= max(projected) * 1.02
+
+
+@pytest.mark.parametrize("gpu", sorted(GPU_COSTS))
+def test_the_floor_prices_each_part_of_a_run_at_most_at_its_measured_cost(gpu):
+    """The what-if row of an exact engine at every floor: below what was measured in each part, the eval step's
+    fixed part at one read of the 1.7B model's weights at the GPU's copy rate, the KV part as measured."""
+    measured, floor = measured_cost_model(gpu=gpu), floor_cost_model(gpu)
+    assert floor.train_s < measured.train_s and floor.step_s < measured.step_s
+    assert floor.kv_s_per_token == measured.kv_s_per_token
+    assert floor.step_s == pytest.approx({"H100": 1.128e-3, "H200": 0.8e-3}[gpu], rel=1e-3)
+    assert floor.step_s == WEIGHT_BYTES / length_model.COPY_BYTES_PER_S[gpu]
+    drawn = length_model.published().draw(30, 12, 0)
+    assert floor.sample_seconds(drawn).sum() < measured.sample_seconds(drawn).sum()
+    assert "PROJECTED" in floor.describe()["train_source"]
 
 
 def test_trained_lengths_grow_the_eval_cost_by_the_square_of_the_length_under_the_cap():

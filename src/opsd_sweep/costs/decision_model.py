@@ -32,7 +32,7 @@ eval-sampling SD of avg@12 1.73 points (published: ~1.5-2.2).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from statistics import NormalDist
 from types import SimpleNamespace
@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from opsd_sweep.costs import length_model
-from opsd_sweep.costs.measured import GPU_COSTS, GpuCosts
+from opsd_sweep.costs.measured import GPU_COSTS, WEIGHT_BYTES, GpuCosts
 from opsd_sweep.simulate import problem_difficulties, solve_rates
 
 TRAIN_STEPS = 100  # the recipe's (conf/recipe/paper.yaml)
@@ -72,8 +72,11 @@ class CostModel:
         return mean * linear + self.kv_s_per_token * second_moment / 2
 
     def describe(self) -> dict:
-        return {"gpu": self.gpu.kind, "train_s": self.train_s, "train_source": f"steps x {self.gpu.train_step_s} s "
-                f"({self.gpu.train_source})", "eval_step_s": self.step_s,
+        step = self.train_s / TRAIN_STEPS
+        source = self.gpu.train_source if step == self.gpu.train_step_s else (
+            self.gpu.train_floor_source if step == self.gpu.train_step_floor_s else "a what-if")
+        return {"gpu": self.gpu.kind, "train_s": self.train_s, "train_source": f"steps x {step:g} s ({source})",
+                "eval_step_s": self.step_s,
                 "eval_s_per_million_kv_tokens": self.kv_s_per_token * 1e6, "concurrency": self.concurrency,
                 "prompt_tokens": self.prompt_tokens, "sample_seconds": "n a / C + b (P n + n (n + 1) / 2)",
                 "eval_source": self.gpu.eval_source}
@@ -88,6 +91,16 @@ def measured_cost_model(train_s: float | None = None, kv_factor: float = 1.0, gp
     g = GPU_COSTS[gpu]
     return CostModel(TRAIN_STEPS * g.train_step_s if train_s is None else train_s, g.eval_step_s,
                      g.eval_s_per_million_kv_tokens / 1e6 * kv_factor, g.concurrency, PROMPT_TOKENS, g)
+
+
+def floor_cost_model(gpu: str = "H200") -> CostModel:
+    """A run's cost with every part at its floor on that GPU, the samples unchanged: the training step at its
+    projected floor, an engine step's fixed part at the time it takes to read the weights once, its KV part as
+    measured (its fit already reads at the copy rate). What no exact engine can go below."""
+    measured = measured_cost_model(gpu=gpu)
+    g = measured.gpu
+    return replace(measured, train_s=TRAIN_STEPS * g.train_step_floor_s,
+                   step_s=WEIGHT_BYTES / length_model.COPY_BYTES_PER_S[gpu])
 
 
 # --- lengths -------------------------------------------------------------------------------------

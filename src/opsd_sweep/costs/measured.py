@@ -20,6 +20,8 @@ class GpuCosts:
     eval_s_per_million_kv_tokens: float  # b x 1e6
     concurrency: int  # C: sequences sharing a step's fixed part
     eval_source: str
+    train_step_floor_s: float  # the steady step with every kernel at its floor, the samples unchanged (PROJECTED)
+    train_floor_source: str
 
 
 H200 = GpuCosts(
@@ -27,6 +29,8 @@ H200 = GpuCosts(
     0.005556088741069245, 0.026959504991876593, 64,
     "eval_step_model_2026-12-04_published_part.json: a 96-request part at the published lengths on the cycle's "
     "engine (LoRARequest), 64 sequences decoding together",
+    3.45, "2026-12-06_gpu_check_h100_kv_sized.md: the H100 profile's floors at the H200's 4.3 TB/s (rollout ~1.8 s "
+    "beside its gpu-checks' 1.64-1.68 s training part), PROJECTED",
 )
 # The H100's eval is the cycle's default path for a recipe-length adapter: an engine of its own at 0.9 of the GPU
 # serving merged weights. A 100-step adapter (lr 2e-5) passed the merge check on 2026-12-06 (0.0189 nats against
@@ -37,5 +41,9 @@ H100 = GpuCosts(
     0.003679087189784381, 0.03623086809119496, 45,
     "eval_step_model_2026-12-05_h100_auto_without_adapter_share0.9.json: a 96-request part at the published lengths "
     "on an engine of its own at 0.9 of the GPU, merged weights, C fitted to its 360-sample projection",
+    4.3, "2026-12-06_gpu_check_h100_kv_sized.md: rollout at its kernels' floor (~2.5 s) + training 1.76 s, PROJECTED",
 )
 GPU_COSTS = {costs.kind: costs for costs in (H200, H100)}
+# what one decode step reads besides the KV cache: Qwen3-1.7B's 1.72 B parameters in bf16, the LM head tied to the
+# embedding (read once a step, for the logits). At a GPU's copy rate it is the floor of an engine step's fixed part.
+WEIGHT_BYTES = 3.44e9
