@@ -91,7 +91,7 @@ def decode_round(engine, spec, prompts, seeded: bool, tokens: int, profile: rang
         if step == profile.stop - 1:
             engine.stop_profile()
     full = [s for i, s in enumerate(seconds) if decoding[i] == requests and i not in profile and i >= 20]
-    timed = {"seeded": seeded, "steps": len(seconds), "steps_at_full_batch": len(full),
+    timed = {"seeded": seeded, "engine_steps": len(seconds), "steps_at_full_batch": len(full),
              "median_step_ms_unprofiled": round(1000 * statistics.median(full), 3),
              "profiled_steps": f"{profile.start}-{profile.stop - 1}"}
     traces = sorted(set(trace_dir.glob("*.pt.trace.json*")) - before, key=lambda p: p.stat().st_mtime)
