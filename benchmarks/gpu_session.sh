@@ -17,7 +17,7 @@
 #                (benchmarks/profile_step.py; after gpu_check, its world; ~3 min)
 #   eval_profile the eval's decode step at a part's 96 sequences under vLLM's torch profiler, seeded and unseeded:
 #                kernel time by kind and the GPU's idle share (benchmarks/profile_eval_step.py; after gpu_check, its
-#                world; ~3 min)
+#                world; ~3 min PROJECTED: not yet run on a GPU, written on 2026-12-06 when none was lent)
 #   merge_100    the same for a recipe-length adapter, 100 steps at learning_rate 2e-5: does its delta survive the
 #                bf16 merge (its merge_check.json)? A 3-step adapter's does not; 100 steps pass. ~13 min on an H100
 #   merge_20     the same at 20 steps (~6 min on an H100, PROJECTED): an adapter whose effect likely outgrows the merge's bf16 rounding (untested)

@@ -9,7 +9,8 @@ weights. This starts the evaluator's own engine as a cycle's eval phase does (th
 sampling, twice: with the evaluator's per-sample seeds, and unseeded (vLLM then takes FlashInfer's sampler). In
 each round it times every engine step and runs --profile-steps of them under vLLM's torch profiler, then reads the
 trace: GPU kernel time a step by kind (attention, GEMMs, sampling, the rest) and the GPU's idle time between them,
-the host's share. Writes eval_step_profile.json and the profiler's own tables (profiler_out_*.txt). ~3 min.
+the host's share. Writes eval_step_profile.json and the profiler's traces. ~3 min, PROJECTED: written on
+2026-12-06 when no device was lent, so not yet run on a GPU (its trace reading is tested on CPU).
 """
 
 from __future__ import annotations
