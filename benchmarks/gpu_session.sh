@@ -35,7 +35,8 @@
 #                beyond one session (bench_shared_tail.py --lengths short for the old probe)
 #   eval_default part 2 alone with the cycle's evaluator, 360 requests: at the published lengths ~55 min,
 #                beyond one session; eval_part measures a part of it and projects the rest.
-# progress.log says what finished when. Start it detached and follow progress.log; the device machine must
+# progress.log says what finished when; gpu_memory.log each process's GPU memory every 10 s. Start it detached
+# and follow progress.log; the device machine must
 # stay busy (a poll each few minutes, and each poll copies what has finished to $OUT: a machine lost between
 # two polls takes its files with it):
 #   export PYTHONPATH=/tmp/site:$PWD/src NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -73,6 +74,15 @@ for name in "${steps[@]}"; do  # a misspelt step is refused before any GPU time 
                 "eval_default)"; exit 2 ;;
     esac
 done
+# each process's GPU memory every 10 s, for what a step's logs cannot say (e.g. which process holds the ~4 GB that
+# left gpu-check's eval 0.851 of the H100, not 0.9, on 2026-12-06)
+( while sleep 10; do
+      echo "$(date -u +%H:%M:%S) $(nvidia-smi --query-gpu=memory.used --format=csv,noheader)"
+      nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+      ps -eo pid,args | grep -E "opsd_sweep|benchmarks|EngineCore|VLLM" | grep -v grep | cut -c1-160
+  done ) > "$OUT/gpu_memory.log" 2>&1 &
+sampler=$!
+trap 'kill $sampler 2>/dev/null' EXIT
 for name in "${steps[@]}"; do
     case $name in
         gpu_check) step gpu_check python3 -m opsd_sweep.gpu_check --work /tmp/gc --out "$OUT/gc" ;;
