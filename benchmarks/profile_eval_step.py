@@ -62,7 +62,7 @@ def kernel_split(kernels: list[dict], steps: int) -> dict:
         end = max(end, stop)
     window = end - spans[0][0]
     per_step = lambda us: round(us / steps / 1000, 3)  # noqa: E731 - microseconds in all -> ms a step
-    return {"steps": steps, "window_ms_per_step": per_step(window), "gpu_busy_ms_per_step": per_step(busy),
+    return {"window_ms_per_step": per_step(window), "gpu_busy_ms_per_step": per_step(busy),
             "gpu_idle_share": round(1 - busy / window, 3) if window else None,
             "kernel_ms_per_step": {kind: per_step(us) for kind, us in sorted(by_kind.items(), key=lambda i: -i[1])},
             "top_kernels_ms_per_step": {name[:90]: per_step(us) for name, us in
